@@ -1,0 +1,153 @@
+/*
+ * HUGEPRELOAD_CONF="key:value,key:value": parsed like jemalloc's
+ * MALLOC_CONF. Every problem is reported once through rep() and the
+ * default is kept; nothing here allocates or can fail the host program.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <limits.h>
+#include "internal.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+#define TIB ((size_t)1 << 40)
+
+#define HP_THRESHOLD_DEFAULT  (1 * MIB)
+#define HP_THRESHOLD_MIN      (16 * KIB)   /* jemalloc's smallest large class */
+#define HP_THRESHOLD_MAX      TIB
+#define HP_DECAY_DEFAULT      5000
+#define HP_DECAY_MAX          (3600L * 1000)
+
+void hp_conf_defaults(hp_conf_t *c) {
+	c->large_threshold = HP_THRESHOLD_DEFAULT;
+	c->backing = HP_BACKING_THP;
+	c->verbose = false;
+	c->decay_ms = HP_DECAY_DEFAULT;
+}
+
+/* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
+bool hp_parse_size(const char *s, size_t len, size_t *out) {
+	size_t v = 0, i = 0;
+	if (len == 0)
+		return false;
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		if (v > (SIZE_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (size_t)(s[i] - '0');
+	}
+	if (i == 0)
+		return false;
+	if (i < len) {
+		size_t mult;
+		switch (s[i] | 0x20) {
+		case 'k': mult = KIB; break;
+		case 'm': mult = MIB; break;
+		case 'g': mult = GIB; break;
+		case 't': mult = TIB; break;
+		default: return false;
+		}
+		if (i + 1 != len || v > SIZE_MAX / mult)
+			return false;
+		v *= mult;
+	}
+	*out = v;
+	return true;
+}
+
+static bool parse_long(const char *s, size_t len, long *out) {
+	bool neg = len > 0 && s[0] == '-';
+	size_t v;
+	if (!hp_parse_size(s + neg, len - neg, &v) || len - neg == 0)
+		return false;
+	for (size_t i = neg; i < len; i++)      /* no suffixes on numbers */
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	if (v > (size_t)LONG_MAX)
+		return false;
+	*out = neg ? -(long)v : (long)v;
+	return true;
+}
+
+static bool is(const char *s, size_t len, const char *word) {
+	return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	rep(ctx, msg);
+}
+
+#define BAD(dflt) report(rep, ctx, \
+    "bad value '%.*s' for %.*s in HUGEPRELOAD_CONF; using the default %s", \
+    (int)vlen, v, (int)klen, k, dflt)
+
+static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
+    size_t vlen, hp_conf_report_t rep, void *ctx) {
+	if (is(k, klen, "large_threshold")) {
+		size_t n;
+		if (hp_parse_size(v, vlen, &n) && n >= HP_THRESHOLD_MIN &&
+		    n <= HP_THRESHOLD_MAX)
+			c->large_threshold = n;
+		else
+			BAD("1m (range 16k..1t)");
+	} else if (is(k, klen, "backing")) {
+		if (is(v, vlen, "thp"))
+			c->backing = HP_BACKING_THP;
+		else if (is(v, vlen, "none"))
+			c->backing = HP_BACKING_NONE;
+		else
+			BAD("thp (thp|none)");
+	} else if (is(k, klen, "verbose")) {
+		if (is(v, vlen, "true"))
+			c->verbose = true;
+		else if (is(v, vlen, "false"))
+			c->verbose = false;
+		else
+			BAD("false (true|false)");
+	} else if (is(k, klen, "decay_ms")) {
+		long n;
+		if (parse_long(v, vlen, &n) && n >= -1 && n <= HP_DECAY_MAX)
+			c->decay_ms = n;
+		else
+			BAD("5000 (-1 never, 0..3600000)");
+	} else {
+		report(rep, ctx, "unknown key '%.*s' in HUGEPRELOAD_CONF; "
+		    "ignored", (int)klen, k);
+	}
+}
+
+void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
+    void *ctx) {
+	if (s == NULL)
+		return;
+	while (*s != '\0') {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *colon = memchr(s, ':', len);
+		if (len == 0) {
+			/* empty item ("a:b,,c:d" or a trailing comma): skip */
+		} else if (colon == NULL || colon == s) {
+			report(rep, ctx, "malformed '%.*s' in HUGEPRELOAD_CONF "
+			    "(want key:value); ignored", (int)len, s);
+		} else {
+			set(c, s, (size_t)(colon - s), colon + 1,
+			    len - (size_t)(colon - s) - 1, rep, ctx);
+		}
+		s += len;
+		if (*s == ',')
+			s++;
+	}
+}
+
+int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
+	return snprintf(buf, n, "large_threshold:%zu,backing:%s,decay_ms:%ld",
+	    c->large_threshold, c->backing == HP_BACKING_THP ? "thp" : "none",
+	    c->decay_ms);
+}

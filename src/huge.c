@@ -1,0 +1,128 @@
+/*
+ * The huge class: jemalloc arenas whose extent hooks hand out memory from
+ * the 2 MiB-aligned reservation (region.c). jemalloc carves and reuses it;
+ * the hooks decide what reaches the kernel:
+ *  - dalloc is refused, so address space is retained and reused;
+ *  - decommit hands 4 KiB subpages back to region.c, which returns a
+ *    2 MiB page to the kernel only once all of it is free;
+ *  - purge_lazy and purge_forced are left out (NULL), so jemalloc never
+ *    asks for a partial purge that would split a huge page.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "internal.h"
+#include "je.h"
+
+static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
+static int warned_fallback;
+
+static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+    size_t align, bool *zero, bool *commit, unsigned ind) {
+	(void)h, (void)ind;
+	if (new_addr != NULL)        /* in-place growth: not offered */
+		return NULL;
+	void *p = hp_region_alloc(size, align, *commit);
+	if (p != NULL)
+		*zero = true;            /* fresh, or zeroed on reuse */
+	return p;
+}
+
+static bool h_dalloc(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)committed, (void)ind;
+	return true;                 /* keep the range; jemalloc retains it */
+}
+
+static void h_destroy(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)ind;
+	if (committed)
+		hp_region_release(addr, size);
+}
+
+static bool h_commit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	(void)h, (void)size, (void)ind;
+	hp_region_reuse((char *)addr + off, len);
+	return false;
+}
+
+static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	(void)h, (void)size, (void)ind;
+	hp_region_release((char *)addr + off, len);
+	return false;
+}
+
+static bool h_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)size_a, (void)size_b;
+	(void)committed, (void)ind;
+	return false;
+}
+
+static bool h_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)addr_a, (void)size_a, (void)addr_b, (void)size_b;
+	(void)committed, (void)ind;
+	return false;
+}
+
+static extent_hooks_t huge_hooks = {
+	.alloc = h_alloc,
+	.dalloc = h_dalloc,
+	.destroy = h_destroy,
+	.commit = h_commit,
+	.decommit = h_decommit,
+	.purge_lazy = NULL,
+	.purge_forced = NULL,
+	.split = h_split,
+	.merge = h_merge,
+};
+
+static bool arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
+	char name[64];
+	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
+	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v) == 0;
+}
+
+bool hp_huge_init(const hp_conf_t *c) {
+	unsigned ind;
+	size_t sz = sizeof ind;
+	extent_hooks_t *hooks = &huge_hooks;
+	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks))
+		return false;
+	if (!arena_set_ssize(ind, "dirty_decay_ms", c->decay_ms) ||
+	    !arena_set_ssize(ind, "muzzy_decay_ms", 0))
+		hp_log("could not set decay on the huge arena %u", ind);
+	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	return true;
+}
+
+void *hp_huge_alloc(size_t size, size_t align, bool zero) {
+	if (size > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int shape = (zero ? MALLOCX_ZERO : 0) |
+	    (align > 16 ? MALLOCX_ALIGN(align) : 0);
+	void *p = hp_je_mallocx(size, huge_flags | shape);
+	if (hp_likely(p != NULL))
+		return p;
+	/* The reservation is full or could not be mapped: the program
+	 * goes on, on 4 KiB pages. */
+	hp_warn_once(&warned_fallback, "the huge class could not map %zu "
+	    "bytes; falling back to 4 KiB pages (said once)", size);
+	p = hp_je_mallocx(size, shape);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+void *hp_huge_realloc(void *p, size_t size) {
+	void *q = size > PTRDIFF_MAX ? NULL : hp_je_rallocx(p, size, huge_flags);
+	if (q == NULL)
+		errno = ENOMEM;
+	return q;
+}

@@ -1,0 +1,79 @@
+/*
+ * Start-up: read the policy, start jemalloc with the small class's
+ * options, reserve the huge class's address space and create its arena.
+ * Runs once, on the first allocation or from the constructor, whichever
+ * comes first; allocations made meanwhile by the same thread (jemalloc's
+ * own start, pthread_create, dlsym) are served by jemalloc directly.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include "internal.h"
+#include "je.h"
+
+#define HP_RESERVE ((size_t)1 << 40)   /* 1 TiB of address space */
+
+hp_conf_t hp_conf;
+size_t hp_threshold;
+static int init_state;                 /* 0 not started, 1 running, 2 done */
+static HP_TLS bool in_init;
+
+static void report(void *ctx, const char *msg) {
+	(void)ctx;
+	hp_log("%s", msg);
+}
+
+static void start(void) {
+	hp_conf_defaults(&hp_conf);
+	if (getauxval(AT_SECURE) == 0)
+		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);
+	hp_je_malloc_conf_2_conf_harder = hp_small_jemalloc_conf(&hp_conf);
+
+	hp_sys_t sys;
+	hp_backing_probe(&sys);
+	bool huge = hp_region_init(HP_RESERVE) && hp_huge_init(&hp_conf);
+	pthread_atfork(NULL, NULL, hp_region_atfork_child);
+	if (!huge)
+		hp_log("could not reserve address space for the huge class; "
+		    "all memory stays on 4 KiB pages");
+	else if (hp_conf.backing == HP_BACKING_THP &&
+	    hp_backing_effective(&sys)[0] != 't')
+		hp_log("transparent huge pages are '%s'; the huge class "
+		    "falls back to 4 KiB pages", sys.thp_enabled);
+	if (hp_conf.verbose) {
+		char policy[160];
+		hp_conf_describe(&hp_conf, policy, sizeof policy);
+		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s, "
+		    "hugetlb pool %ld free of %ld), small class on 4k "
+		    "(MADV_NOHUGEPAGE)", policy, huge ? hp_backing_effective(&sys)
+		    : "4k (no reservation)", sys.thp_enabled, sys.thp_defrag,
+		    sys.hugetlb_free, sys.hugetlb_total);
+	}
+	__atomic_store_n(&hp_threshold, huge ? hp_conf.large_threshold :
+	    SIZE_MAX, __ATOMIC_RELEASE);
+}
+
+/* True once start-up is done; false inside start-up on its own thread. */
+bool hp_init(void) {
+	if (hp_likely(__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == 2))
+		return true;
+	if (in_init)
+		return false;
+	int expect = 0;
+	if (__atomic_compare_exchange_n(&init_state, &expect, 1, false,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		in_init = true;
+		start();
+		in_init = false;
+		__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
+		return true;
+	}
+	while (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 2)
+		sched_yield();
+	return true;
+}
+
+__attribute__((constructor)) static void hp_ctor(void) {
+	hp_init();
+}

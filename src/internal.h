@@ -1,0 +1,77 @@
+/* hugepreload: internal prototypes shared between the library's files. */
+#ifndef HP_INTERNAL_H
+#define HP_INTERNAL_H
+
+#include <stdarg.h>
+#include "types.h"
+
+/* Nothing declared here leaves the library. */
+#pragma GCC visibility push(hidden)
+
+#define hp_likely(x)    __builtin_expect(!!(x), 1)
+#define hp_unlikely(x)  __builtin_expect(!!(x), 0)
+#define HP_EXPORT       __attribute__((visibility("default")))
+#define HP_TLS          __thread __attribute__((tls_model("initial-exec")))
+
+/* init.c: the policy in force and the start-up sequence. */
+extern hp_conf_t hp_conf;
+/* Requests >= hp_threshold take the slow path; 0 until start-up is done,
+ * so the size check on the fast path is also the "initialised?" check. */
+extern size_t hp_threshold;
+bool hp_init(void);
+
+/* conf.c: HUGEPRELOAD_CONF parsing. */
+typedef void (*hp_conf_report_t)(void *ctx, const char *msg);
+void hp_conf_defaults(hp_conf_t *c);
+void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep, void *ctx);
+bool hp_parse_size(const char *s, size_t len, size_t *out);
+int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
+
+/* log.c: one-line messages on stderr, without allocating. */
+void hp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hp_warn_once(int *flag, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* region.c: the huge-class reservation and its per-2 MiB page state. */
+extern hp_region_t hp_region;
+bool hp_region_init(size_t want);
+void *hp_region_alloc(size_t size, size_t align, bool commit);
+void hp_region_release(void *addr, size_t len);
+void hp_region_reuse(void *addr, size_t len);
+void hp_region_atfork_child(void);
+static inline bool hp_region_contains(const void *p) {
+	return (uintptr_t)p - hp_region.base < hp_region.size;
+}
+/* The pure bitmap step, exposed for unit tests: marks [first, first+n)
+ * subpages of *pg released; returns true when the page became empty. */
+bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n);
+/* Marks them reused; sets bits in *zero for subpages that must be zeroed. */
+void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
+
+/* backing.c: how 2 MiB pages are mapped and given back. */
+typedef struct {
+	char thp_enabled[16];    /* always | madvise | never | absent */
+	char thp_defrag[16];
+	long hugetlb_total, hugetlb_free;
+} hp_sys_t;
+void hp_backing_probe(hp_sys_t *s);
+bool hp_backing_map(void *addr, size_t len);
+void hp_backing_zap(void *addr, size_t len);
+const char *hp_backing_effective(const hp_sys_t *s);
+
+/* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */
+const char *hp_small_jemalloc_conf(const hp_conf_t *c);
+int hp_purge_all(void);
+
+/* huge.c: the huge class, jemalloc arenas over the reservation. */
+bool hp_huge_init(const hp_conf_t *c);
+void *hp_huge_alloc(size_t size, size_t align, bool zero);
+void *hp_huge_realloc(void *p, size_t size);
+
+/* route.c: slow paths of the entry points. */
+void *hp_alloc_slow(size_t size, size_t align, bool zero);
+void *hp_realloc_slow(void *p, size_t size);
+
+#pragma GCC visibility pop
+
+#endif

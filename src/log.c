@@ -1,0 +1,40 @@
+/* One-line messages on stderr. Formats into a stack buffer and write(2)s
+ * it, so it is safe while the allocator itself is starting up. */
+#include <stdio.h>
+#include <unistd.h>
+#include "internal.h"
+
+static void vlog(const char *fmt, va_list ap) {
+	char line[512];
+	int n = snprintf(line, sizeof line, "hugepreload: ");
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	if (m < 0)
+		return;
+	n += m;
+	if (n > (int)sizeof line - 2)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	for (const char *p = line; n > 0;) {
+		ssize_t w = write(STDERR_FILENO, p, (size_t)n);
+		if (w <= 0)
+			break;
+		p += w;
+		n -= (int)w;
+	}
+}
+
+void hp_log(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+void hp_warn_once(int *flag, const char *fmt, ...) {
+	if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,50 @@
+/*
+ * The routing decision, off the fast path: which class serves a request
+ * that the entry points could not send straight to the small class.
+ */
+#include <errno.h>
+#include <string.h>
+#include "internal.h"
+#include "je.h"
+
+static void *small_alloc(size_t size, size_t align, bool zero) {
+	if (align > 16) {
+		void *p = hp_je_memalign(align, size);
+		if (p != NULL && zero)
+			memset(p, 0, size);
+		return p;
+	}
+	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+}
+
+void *hp_alloc_slow(size_t size, size_t align, bool zero) {
+	if (!hp_init() || size < hp_threshold)
+		return small_alloc(size, align, zero);
+	return hp_huge_alloc(size, align, zero);
+}
+
+void *hp_realloc_slow(void *p, size_t size) {
+	if (p == NULL)
+		return hp_alloc_slow(size, 0, false);
+	if (size == 0) {                     /* glibc: free, return NULL */
+		free(p);
+		return NULL;
+	}
+	bool ready = hp_init();
+	bool was_huge = hp_region_contains(p);
+	bool to_huge = ready && size >= hp_threshold;
+	if (!was_huge && !to_huge)
+		return hp_je_realloc(p, size);
+	if (was_huge && to_huge)
+		return hp_huge_realloc(p, size);
+	/* Across classes: move, keeping the data. */
+	void *q = to_huge ? hp_huge_alloc(size, 0, false) : hp_je_malloc(size);
+	if (q == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t old = hp_je_malloc_usable_size(p);
+	memcpy(q, p, old < size ? old : size);
+	free(p);
+	return q;
+}
