@@ -93,8 +93,12 @@ bool hp_huge_init(const hp_conf_t *c) {
 	extent_hooks_t *hooks = &huge_hooks;
 	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks))
 		return false;
+	/* Free pages stay dirty for decay_ms, then are decommitted (we have
+	 * no lazy purge, so there is no muzzy state). muzzy -1 also turns off
+	 * jemalloc's eager purge of freed extents over oversize_threshold,
+	 * which would refault every reused large block. */
 	if (!arena_set_ssize(ind, "dirty_decay_ms", c->decay_ms) ||
-	    !arena_set_ssize(ind, "muzzy_decay_ms", 0))
+	    !arena_set_ssize(ind, "muzzy_decay_ms", -1))
 		hp_log("could not set decay on the huge arena %u", ind);
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	return true;

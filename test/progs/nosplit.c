@@ -1,0 +1,52 @@
+/* Huge-class blocks, written; every other one freed; malloc_trim(0).
+ * Reports the huge-page mappings' RSS and AnonHugePages before and after:
+ * whole free 2 MiB pages must go back and no huge page may be split.
+ * usage: nosplit [blocks] [KiB each] */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "probe.h"
+
+/* RSS and AnonHugePages summed over the mappings flagged hg. */
+static void hg_totals(long *rss, long *huge) {
+	probe_vma_t *v;
+	size_t n = probe_vmas(&v);
+	*rss = *huge = 0;
+	for (size_t i = 0; i < n; i++)
+		if (probe_has_flag(&v[i], "hg")) {
+			*rss += v[i].rss_kb;
+			*huge += v[i].anon_huge_kb;
+		}
+	free(v);
+}
+
+int main(int argc, char **argv) {
+	int blocks = argc > 1 ? atoi(argv[1]) : 64;
+	size_t size = (size_t)(argc > 2 ? atol(argv[2]) : 3072) << 10;
+	unsigned char **b = malloc((size_t)blocks * sizeof *b);
+	for (int i = 0; i < blocks; i++) {
+		b[i] = malloc(size);
+		memset(b[i], i + 1, size);
+	}
+	long rss0, huge0, rss1, huge1;
+	long long split0 = probe_vmstat("thp_split_pmd");
+	hg_totals(&rss0, &huge0);
+	for (int i = 1; i < blocks; i += 2)
+		free(b[i]);
+	malloc_trim(0);
+	hg_totals(&rss1, &huge1);
+	long long live_thp = 0;
+	size_t bad = 0;
+	for (int i = 0; i < blocks; i += 2) {
+		live_thp += probe_thp_bytes(b[i], size);
+		for (size_t j = 0; j < size; j += 4096)
+			bad += b[i][j] != (unsigned char)(i + 1);
+	}
+	printf("before_rss_kb=%ld\nbefore_huge_kb=%ld\nafter_rss_kb=%ld\n"
+	    "after_huge_kb=%ld\nlive_bytes=%zu\nlive_thp_bytes=%lld\n"
+	    "system_thp_split_pmd_delta=%lld\ndata_ok=%d\n", rss0, huge0, rss1,
+	    huge1, (size_t)((blocks + 1) / 2) * size, live_thp,
+	    probe_vmstat("thp_split_pmd") - split0, bad == 0);
+	return 0;
+}

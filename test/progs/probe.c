@@ -1,0 +1,123 @@
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "probe.h"
+
+size_t probe_vmas(probe_vma_t **out) {
+	FILE *f = fopen("/proc/self/smaps", "r");
+	size_t n = 0, cap = 256;
+	probe_vma_t *v = calloc(cap, sizeof *v), *cur = NULL;
+	char line[512];
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned long a, b;
+		long kb;
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') <
+		    strchr(line, ' ')) {
+			if (n == cap)
+				v = realloc(v, (cap *= 2) * sizeof *v);
+			cur = &v[n++];
+			memset(cur, 0, sizeof *cur);
+			cur->start = a;
+			cur->end = b;
+		} else if (cur == NULL) {
+			continue;
+		} else if (sscanf(line, "Rss: %ld kB", &kb) == 1) {
+			cur->rss_kb = kb;
+		} else if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
+			cur->anon_huge_kb = kb;
+		} else if (sscanf(line, "Private_Hugetlb: %ld kB", &kb) == 1) {
+			cur->private_hugetlb_kb = kb;
+		} else if (sscanf(line, "KernelPageSize: %ld kB", &kb) == 1) {
+			cur->kernel_page_kb = kb;
+		} else if (strncmp(line, "VmFlags:", 8) == 0) {
+			snprintf(cur->vmflags, sizeof cur->vmflags, "%s", line + 8);
+			cur->vmflags[strcspn(cur->vmflags, "\n")] = '\0';
+		}
+	}
+	if (f)
+		fclose(f);
+	*out = v;
+	return n;
+}
+
+const probe_vma_t *probe_find(const probe_vma_t *v, size_t n, const void *p) {
+	uintptr_t a = (uintptr_t)p;
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a < v[mid].start)
+			hi = mid;
+		else if (a >= v[mid].end)
+			lo = mid + 1;
+		else
+			return &v[mid];
+	}
+	return NULL;
+}
+
+bool probe_has_flag(const probe_vma_t *v, const char *flag) {
+	char padded[8];
+	char flags[sizeof v->vmflags + 2];
+	snprintf(padded, sizeof padded, " %s ", flag);
+	snprintf(flags, sizeof flags, " %s ", v->vmflags);
+	return strstr(flags, padded) != NULL;
+}
+
+#define KPF_THP 22
+
+long long probe_thp_bytes(const void *p, size_t len) {
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	long long bytes = -1;
+	if (pm < 0 || kf < 0)
+		goto out;
+	bytes = 0;
+	for (uintptr_t a = (uintptr_t)p & ~4095UL; a < (uintptr_t)p + len;
+	    a += 4096) {
+		uint64_t ent, flags;
+		if (pread(pm, &ent, 8, (off_t)(a / 4096 * 8)) != 8)
+			continue;
+		if (!(ent >> 63) || (ent & ((1ULL << 55) - 1)) == 0)
+			continue;           /* not present, or PFN hidden */
+		uint64_t pfn = ent & ((1ULL << 55) - 1);
+		if (pread(kf, &flags, 8, (off_t)(pfn * 8)) == 8 &&
+		    (flags >> KPF_THP & 1))
+			bytes += 4096;
+	}
+out:
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	return bytes;
+}
+
+/* Without stdio: callers poll it while making no malloc calls. */
+long probe_rss_kb(void) {
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "VmRSS:");
+	return p ? strtol(p + 6, NULL, 10) : -1;
+}
+
+long long probe_vmstat(const char *key) {
+	FILE *f = fopen("/proc/vmstat", "r");
+	char name[128];
+	long long v, found = -1;
+	while (f && fscanf(f, "%127s %lld", name, &v) == 2)
+		if (strcmp(name, key) == 0) {
+			found = v;
+			break;
+		}
+	if (f)
+		fclose(f);
+	return found;
+}

@@ -1,0 +1,30 @@
+/* What the kernel shows about this process's memory, for the helper
+ * programs that integration tests run under the library. */
+#ifndef HP_PROBE_H
+#define HP_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+	uintptr_t start, end;
+	long rss_kb, anon_huge_kb, private_hugetlb_kb, kernel_page_kb;
+	char vmflags[128];
+} probe_vma_t;
+
+/* All mappings of /proc/self/smaps, sorted by address; returns the count.
+ * *out is malloc'd (the caller frees it). */
+size_t probe_vmas(probe_vma_t **out);
+/* The mapping that holds p, or NULL. */
+const probe_vma_t *probe_find(const probe_vma_t *v, size_t n, const void *p);
+bool probe_has_flag(const probe_vma_t *v, const char *flag);
+/* Bytes of [p, p + len) that sit in transparent huge pages
+ * (/proc/self/pagemap and /proc/kpageflags; needs root). -1 if unreadable. */
+long long probe_thp_bytes(const void *p, size_t len);
+/* VmRSS of /proc/self/status in kB; makes no malloc call. */
+long probe_rss_kb(void);
+/* One field of /proc/vmstat, or -1. */
+long long probe_vmstat(const char *key);
+
+#endif
