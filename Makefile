@@ -18,7 +18,7 @@ JE_SYMS := malloc calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test unit integ real demo bench-callgrind clean
+.PHONY: all deps test demo bench-callgrind clean
 all: $(BUILD)/libhugepreload.so
 
 deps:
@@ -42,6 +42,53 @@ $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 
 $(BUILD):
 	@mkdir -p $(BUILD)
+
+# ---- tests -----------------------------------------------------------------
+ABS_BUILD := $(abspath $(BUILD))
+TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
+PROGS := place_large place_small rss_return nosplit policy threads forkmt \
+	dlopen boot
+TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
+TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/policy_linked \
+	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c
+
+$(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
+
+$(BUILD)/cxx: test/progs/cxx.cpp
+	$(CXX) -O2 -o $@ $<
+
+# Linked (not preloaded) with an absolute rpath: it also runs setuid.
+$(BUILD)/policy_linked: test/progs/policy.c test/progs/probe.c $(BUILD)/libhugepreload.so
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -L$(BUILD) -lhugepreload \
+		-Wl,-rpath,$(ABS_BUILD) -ldl
+
+$(BUILD)/libdlalloc.so: test/progs/dlalloc.c
+	$(CC) $(TCFLAGS) -shared -fPIC -o $@ $<
+
+$(BUILD)/bigdict.py: test/progs/bigdict.py
+	cp $< $@
+$(BUILD)/gcc-input.c: test/progs/threads.c
+	cp $< $@
+
+UNIT_OBJS := $(BUILD)/obj/conf.o $(BUILD)/obj/region.o $(BUILD)/obj/backing.o \
+	$(BUILD)/obj/log.o
+$(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
+	$(CC) $(TCFLAGS) -o $@ test/unit/*.c $(UNIT_OBJS) -lcriterion -lpthread
+
+# Links the library first, so this process's malloc is hugepreload's.
+# (It asks for impossible sizes and reads memory back on purpose.)
+$(BUILD)/test_contract: test/integ/test_contract.c $(BUILD)/libhugepreload.so
+	$(CC) $(TCFLAGS) -Wno-alloc-size-larger-than -Wno-use-after-free \
+		-Wno-maybe-uninitialized -o $@ $< -L$(BUILD) -lhugepreload \
+		-Wl,-rpath,$(ABS_BUILD) -lcriterion
+
+INTEG_SRCS := $(filter-out test/integ/test_contract.c,$(wildcard test/integ/*.c))
+$(BUILD)/test_integ: $(INTEG_SRCS) test/integ/harness.h
+	$(CC) $(TCFLAGS) -o $@ $(INTEG_SRCS) -lcriterion
+
+test: all $(TEST_BINS) $(TEST_FILES)
+	scripts/run-tests $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

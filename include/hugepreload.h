@@ -16,7 +16,7 @@ extern "C" {
 
 /* Where an allocation lives. */
 enum hugepreload_class {
-	HUGEPRELOAD_CLASS_NONE = 0,   /* NULL, or not from hugepreload */
+	HUGEPRELOAD_CLASS_NONE = 0,   /* NULL */
 	HUGEPRELOAD_CLASS_SMALL = 1,  /* jemalloc arenas on 4 KiB pages */
 	HUGEPRELOAD_CLASS_HUGE = 2,   /* 2 MiB-aligned huge-page regions */
 };
@@ -24,7 +24,8 @@ enum hugepreload_class {
 /* The library's version, HUGEPRELOAD_VERSION when headers and library agree. */
 const char *hugepreload_version(void);
 
-/* The class that owns p, a pointer from malloc and friends. */
+/* The class that owns p. p must be NULL or a live pointer from this
+ * process's malloc family; anything else gets a meaningless answer. */
 int hugepreload_class(const void *p);
 
 /* Writes the effective policy as "key:value,..." (the syntax of

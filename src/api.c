@@ -1,7 +1,6 @@
 /* The public API of include/hugepreload.h. */
 #include "hugepreload.h"
 #include "internal.h"
-#include "je.h"
 
 HP_EXPORT const char *hugepreload_version(void) {
 	return HUGEPRELOAD_VERSION;
@@ -10,13 +9,8 @@ HP_EXPORT const char *hugepreload_version(void) {
 HP_EXPORT int hugepreload_class(const void *p) {
 	if (p == NULL || !hp_init())
 		return HUGEPRELOAD_CLASS_NONE;
-	if (hp_region_contains(p))
-		return HUGEPRELOAD_CLASS_HUGE;
-	unsigned ind;
-	size_t sz = sizeof ind;
-	if (hp_je_mallctl("arenas.lookup", &ind, &sz, &p, sizeof p) == 0)
-		return HUGEPRELOAD_CLASS_SMALL;
-	return HUGEPRELOAD_CLASS_NONE;
+	return hp_region_contains(p) ? HUGEPRELOAD_CLASS_HUGE :
+	    HUGEPRELOAD_CLASS_SMALL;
 }
 
 HP_EXPORT int hugepreload_policy(char *buf, size_t n) {

@@ -51,7 +51,8 @@ HP_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
 /* align: a power of two. */
 static void *aligned(size_t align, size_t size) {
 	if (size < hp_threshold)
-		return align <= 16 ? hp_je_malloc(size) : hp_je_memalign(align, size);
+		return align <= HP_MALLOC_ALIGN ? hp_je_malloc(size) :
+		    hp_je_memalign(align, size);
 	return hp_alloc_slow(size, align, false);
 }
 

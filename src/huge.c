@@ -110,17 +110,18 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 		return NULL;
 	}
 	int shape = (zero ? MALLOCX_ZERO : 0) |
-	    (align > 16 ? MALLOCX_ALIGN(align) : 0);
+	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
 	void *p = hp_je_mallocx(size, huge_flags | shape);
 	if (hp_likely(p != NULL))
 		return p;
 	/* The reservation is full or could not be mapped: the program
 	 * goes on, on 4 KiB pages. */
-	hp_warn_once(&warned_fallback, "the huge class could not map %zu "
-	    "bytes; falling back to 4 KiB pages (said once)", size);
 	p = hp_je_mallocx(size, shape);
 	if (p == NULL)
 		errno = ENOMEM;
+	else
+		hp_warn_once(&warned_fallback, "the huge class could not map %zu "
+		    "bytes; falling back to 4 KiB pages (said once)", size);
 	return p;
 }
 

@@ -8,7 +8,7 @@
 #include "je.h"
 
 static void *small_alloc(size_t size, size_t align, bool zero) {
-	if (align > 16) {
+	if (align > HP_MALLOC_ALIGN) {
 		void *p = hp_je_memalign(align, size);
 		if (p != NULL && zero)
 			memset(p, 0, size);

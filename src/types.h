@@ -12,6 +12,8 @@
 #define HP_HUGE         ((size_t)1 << HP_HUGE_SHIFT)        /* 2 MiB */
 #define HP_SUBPAGES     (HP_HUGE / HP_PAGE)                 /* 512 */
 #define HP_SUBWORDS     (HP_SUBPAGES / 64)                  /* 8 */
+/* The alignment malloc() alone gives every size (jemalloc's 8 B class). */
+#define HP_MALLOC_ALIGN 8
 
 /* How the huge class is backed. */
 typedef enum {

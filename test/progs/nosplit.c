@@ -3,6 +3,7 @@
  * whole free 2 MiB pages must go back and no huge page may be split.
  * usage: nosplit [blocks] [KiB each] */
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,15 @@ int main(int argc, char **argv) {
 	long rss0, huge0, rss1, huge1;
 	long long split0 = probe_vmstat("thp_split_pmd");
 	hg_totals(&rss0, &huge0);
-	for (int i = 1; i < blocks; i += 2)
+	/* 2 MiB pages wholly inside a freed block hold no live byte: each
+	 * must go back. */
+	long whole_free = 0;
+	for (int i = 1; i < blocks; i += 2) {
+		uintptr_t lo = ((uintptr_t)b[i] + (2 << 20) - 1) & ~(uintptr_t)((2 << 20) - 1);
+		uintptr_t hi = ((uintptr_t)b[i] + size) & ~(uintptr_t)((2 << 20) - 1);
+		whole_free += hi > lo ? (long)((hi - lo) >> 21) : 0;
 		free(b[i]);
+	}
 	malloc_trim(0);
 	hg_totals(&rss1, &huge1);
 	long long live_thp = 0;
@@ -45,8 +53,9 @@ int main(int argc, char **argv) {
 	}
 	printf("before_rss_kb=%ld\nbefore_huge_kb=%ld\nafter_rss_kb=%ld\n"
 	    "after_huge_kb=%ld\nlive_bytes=%zu\nlive_thp_bytes=%lld\n"
-	    "system_thp_split_pmd_delta=%lld\ndata_ok=%d\n", rss0, huge0, rss1,
-	    huge1, (size_t)((blocks + 1) / 2) * size, live_thp,
+	    "whole_free_pages=%ld\nsystem_thp_split_pmd_delta=%lld\n"
+	    "data_ok=%d\n", rss0, huge0, rss1, huge1,
+	    (size_t)((blocks + 1) / 2) * size, live_thp, whole_free,
 	    probe_vmstat("thp_split_pmd") - split0, bad == 0);
 	return 0;
 }

@@ -32,7 +32,7 @@ size_t probe_vmas(probe_vma_t **out) {
 		} else if (sscanf(line, "KernelPageSize: %ld kB", &kb) == 1) {
 			cur->kernel_page_kb = kb;
 		} else if (strncmp(line, "VmFlags:", 8) == 0) {
-			snprintf(cur->vmflags, sizeof cur->vmflags, "%s", line + 8);
+			snprintf(cur->vmflags, sizeof cur->vmflags, "%.120s", line + 8);
 			cur->vmflags[strcspn(cur->vmflags, "\n")] = '\0';
 		}
 	}

@@ -1,0 +1,137 @@
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+extern char **environ;
+
+const char *hp_path(const char *name) {
+	static char buf[8][PATH_MAX];
+	static int slot;
+	char *out = buf[slot++ % 8];
+	const char *dir = getenv("HP_BUILD");
+	char exe[PATH_MAX];
+	if (dir == NULL) {       /* the test binary lives in build/ */
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+		exe[n > 0 ? n : 0] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash)
+			*slash = '\0';
+		dir = exe;
+	}
+	snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	return out;
+}
+
+static char *slurp(int fd, size_t *len) {
+	off_t n = lseek(fd, 0, SEEK_END);
+	char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+	*len = (size_t)(pread(fd, s, (size_t)(n > 0 ? n : 0), 0) > 0 ? n : 0);
+	s[*len] = '\0';
+	close(fd);
+	return s;
+}
+
+hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
+    const char *stdin_path) {
+	hp_run_t r = {0};
+	int out = memfd_create("out", 0), err = memfd_create("err", 0);
+	char preload_env[PATH_MAX + 16];
+	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s",
+	    hp_path("libhugepreload.so"));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		unsetenv("LD_PRELOAD");
+		unsetenv("HUGEPRELOAD_CONF");
+		if (preload)
+			putenv(preload_env);
+		for (; env && *env; env++)
+			putenv((char *)*env);
+		if (stdin_path) {
+			int in = open(stdin_path, O_RDONLY);
+			dup2(in, 0);
+		}
+		dup2(out, 1);
+		dup2(err, 2);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	r.out = slurp(out, &r.out_len);
+	r.err = slurp(err, &r.err_len);
+	return r;
+}
+
+void hp_run_free(hp_run_t *r) {
+	free(r->out);
+	free(r->err);
+}
+
+double hp_kv(const hp_run_t *r, const char *key) {
+	size_t k = strlen(key);
+	for (const char *p = r->out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, key, k) == 0 && p[k] == '=')
+			return atof(p + k + 1);
+	cr_assert_fail("no '%s=' in the output of a helper:\n%s\nstderr:\n%s",
+	    key, r->out, r->err);
+	return 0;
+}
+
+int hp_err_lines(const hp_run_t *r) {
+	int n = 0;
+	for (const char *p = r->err; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		n += strncmp(p, "hugepreload: ", 13) == 0;
+	return n;
+}
+
+/* "always [madvise] never" -> "madvise"; a plain number stays as it is. */
+static void current(const char *path, char *out, size_t n) {
+	char buf[128] = "";
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	char *lb = strchr(buf, '['), *rb = lb ? strchr(lb, ']') : NULL;
+	if (lb && rb) {
+		*rb = '\0';
+		memmove(buf, lb + 1, strlen(lb + 1) + 1);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(out, n, "%s", buf);
+}
+
+static bool write_knob(const char *path, const char *value) {
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		return false;
+	bool ok = fputs(value, f) >= 0;
+	return (fclose(f) == 0) && ok;
+}
+
+bool hp_knob_set(hp_knob_t *k, const char *path, const char *value) {
+	if (!k->saved) {
+		snprintf(k->path, sizeof k->path, "%s", path);
+		current(path, k->old, sizeof k->old);
+		k->saved = true;
+	}
+	return write_knob(path, value);
+}
+
+void hp_knob_restore(hp_knob_t *k) {
+	if (k->saved && !write_knob(k->path, k->old))
+		fprintf(stderr, "could not restore %s to %s\n", k->path, k->old);
+	k->saved = false;
+}

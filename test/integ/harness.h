@@ -1,0 +1,39 @@
+/* Integration tests: run programs with and without the library and read
+ * what they report; set kernel knobs and put them back. */
+#ifndef HP_HARNESS_H
+#define HP_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+	int code;          /* exit status, or 128 + signal */
+	char *out, *err;   /* NUL-terminated */
+	size_t out_len, err_len;
+} hp_run_t;
+
+/* Path of build/NAME (the build folder holds the library and helpers). */
+const char *hp_path(const char *name);
+/* Runs argv (argv[0] a path) with env entries "K=V" added; with preload,
+ * LD_PRELOAD is the library. Input from stdin_path if not NULL. */
+hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
+    const char *stdin_path);
+void hp_run_free(hp_run_t *r);
+/* The value of "key=value" in r->out; fails the test if absent. */
+double hp_kv(const hp_run_t *r, const char *key);
+/* Lines of r->err that start with "hugepreload: ". */
+int hp_err_lines(const hp_run_t *r);
+
+/* A sysfs or procfs knob, saved before it is set and put back after. */
+typedef struct {
+	char path[160];
+	char old[64];
+	bool saved;
+} hp_knob_t;
+bool hp_knob_set(hp_knob_t *k, const char *path, const char *value);
+void hp_knob_restore(hp_knob_t *k);
+
+#define THP_ENABLED "/sys/kernel/mm/transparent_hugepage/enabled"
+#define THP_DEFRAG  "/sys/kernel/mm/transparent_hugepage/defrag"
+
+#endif

@@ -1,0 +1,159 @@
+/* HUGEPRELOAD_CONF: every key with good and bad values, in real runs. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include "harness.h"
+
+#define DEFAULT_POLICY "large_threshold:1048576,backing:thp,decay_ms:5000"
+
+/* Runs policy BYTES under CONF; checks its output has POLICY and exactly
+ * WARN lines from hugepreload on stderr. */
+static hp_run_t run_conf(const char *conf, const char *bytes, int warn,
+    const char *policy) {
+	char env0[256];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, NULL};
+	const char *argv[] = {hp_path("policy"), bytes, NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "conf '%s': exit %d\n%s", conf, r.code, r.err);
+	cr_assert_eq(hp_err_lines(&r), warn, "conf '%s': stderr:\n%s", conf,
+	    r.err);
+	char want[300];
+	snprintf(want, sizeof want, "policy=%s\n", policy);
+	cr_assert(strstr(r.out, want), "conf '%s': want %s got\n%s", conf, want,
+	    r.out);
+	return r;
+}
+
+Test(conf, defaults) {
+	hp_run_t r = run_conf("", "1048576", 0, DEFAULT_POLICY);
+	cr_assert_eq(hp_kv(&r, "class"), 2);
+	hp_run_free(&r);
+}
+
+Test(conf, large_threshold_good_values) {
+	hp_run_t r = run_conf("large_threshold:128m", "67108864", 0,
+	    "large_threshold:134217728,backing:thp,decay_ms:5000");
+	cr_assert_eq(hp_kv(&r, "class"), 1, "64 MiB under a 128m threshold");
+	cr_assert_eq(hp_kv(&r, "nh"), 1);
+	hp_run_free(&r);
+	r = run_conf("large_threshold:64K", "65536", 0,
+	    "large_threshold:65536,backing:thp,decay_ms:5000");
+	cr_assert_eq(hp_kv(&r, "class"), 2, "64 KiB at a 64K threshold");
+	cr_assert_eq(hp_kv(&r, "hg"), 1);
+	hp_run_free(&r);
+	r = run_conf("large_threshold:1g", "1048576", 0,
+	    "large_threshold:1073741824,backing:thp,decay_ms:5000");
+	cr_assert_eq(hp_kv(&r, "class"), 1);
+	hp_run_free(&r);
+	r = run_conf("large_threshold:300000", "300000", 0,
+	    "large_threshold:300000,backing:thp,decay_ms:5000");
+	cr_assert_eq(hp_kv(&r, "class"), 2);
+	hp_run_free(&r);
+}
+
+Test(conf, large_threshold_bad_values) {
+	const char *bad[] = {"large_threshold:", "large_threshold:abc",
+	    "large_threshold:12q", "large_threshold:1k", "large_threshold:2t",
+	    "large_threshold:-5", "large_threshold:99999999999999999999",
+	    "large_threshold:1mm"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_run_t r = run_conf(bad[i], "1048576", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, "large_threshold") &&
+		    strstr(r.err, "default 1m"), "%s", r.err);
+		cr_assert_eq(hp_kv(&r, "class"), 2);
+		hp_run_free(&r);
+	}
+}
+
+Test(conf, backing_values) {
+	hp_run_t r = run_conf("backing:none", "8388608", 0,
+	    "large_threshold:1048576,backing:none,decay_ms:5000");
+	cr_assert_eq(hp_kv(&r, "class"), 2);
+	cr_assert_eq(hp_kv(&r, "nh"), 1);
+	hp_run_free(&r);
+	r = run_conf("backing:thp", "8388608", 0, DEFAULT_POLICY);
+	cr_assert_eq(hp_kv(&r, "hg"), 1);
+	hp_run_free(&r);
+	r = run_conf("backing:huge", "8388608", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "'huge' for backing"), "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "hg"), 1);
+	hp_run_free(&r);
+}
+
+Test(conf, verbose_values) {
+	hp_run_t r = run_conf("verbose:true", "1", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "hugepreload: policy " DEFAULT_POLICY),
+	    "%s", r.err);
+	cr_assert(strstr(r.err, "huge class on thp"), "%s", r.err);
+	cr_assert(strstr(r.err, "small class on 4k"), "%s", r.err);
+	hp_run_free(&r);
+	r = run_conf("verbose:false", "1", 0, DEFAULT_POLICY);
+	hp_run_free(&r);
+	r = run_conf("verbose:yes", "1", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "'yes' for verbose"), "%s", r.err);
+	hp_run_free(&r);
+}
+
+Test(conf, decay_ms_values) {
+	hp_run_t r = run_conf("decay_ms:0", "1", 0,
+	    "large_threshold:1048576,backing:thp,decay_ms:0");
+	hp_run_free(&r);
+	r = run_conf("decay_ms:-1", "1", 0,
+	    "large_threshold:1048576,backing:thp,decay_ms:-1");
+	hp_run_free(&r);
+	r = run_conf("decay_ms:250", "1", 0,
+	    "large_threshold:1048576,backing:thp,decay_ms:250");
+	hp_run_free(&r);
+	const char *bad[] = {"decay_ms:-2", "decay_ms:1k", "decay_ms:soon",
+	    "decay_ms:3600001", "decay_ms:"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		r = run_conf(bad[i], "1", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, "decay_ms") && strstr(r.err, "default 5000"),
+		    "%s", r.err);
+		hp_run_free(&r);
+	}
+}
+
+Test(conf, unknown_and_malformed_items) {
+	hp_run_t r = run_conf("colour:blue", "1", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "unknown key 'colour'"), "%s", r.err);
+	hp_run_free(&r);
+	r = run_conf("verbose", "1", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "malformed 'verbose'"), "%s", r.err);
+	hp_run_free(&r);
+	/* Good items around bad ones still apply; each bad one is one line. */
+	r = run_conf("decay_ms:100,,x:1,large_threshold:2m,:3,", "1", 2,
+	    "large_threshold:2097152,backing:thp,decay_ms:100");
+	hp_run_free(&r);
+}
+
+/* A setuid program (AT_SECURE) ignores HUGEPRELOAD_CONF entirely. */
+Test(conf, ignored_in_secure_execution) {
+	char dir[] = "/tmp/hp-secure-XXXXXX", prog[64];
+	cr_assert(mkdtemp(dir));
+	chmod(dir, 0755);
+	snprintf(prog, sizeof prog, "%s/policy", dir);
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "cp %s %s && chown nobody %s && chmod 4755 %s",
+	    hp_path("policy_linked"), prog, prog, prog);
+	cr_assert_eq(system(cmd), 0);
+	const char *env[] = {"HUGEPRELOAD_CONF=large_threshold:2m,verbose:true,x:1",
+	    NULL};
+	const char *argv[] = {prog, "1", NULL};
+	hp_run_t r = hp_run(argv, env, false, NULL);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	system(cmd);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "policy=" DEFAULT_POLICY "\n"), "%s", r.out);
+	cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
+	hp_run_free(&r);
+	/* The same binary without setuid does read it. */
+	const char *argv2[] = {hp_path("policy_linked"), "1", NULL};
+	r = hp_run(argv2, env, false, NULL);
+	cr_assert(strstr(r.out, "large_threshold:2097152"), "%s", r.out);
+	hp_run_free(&r);
+}

@@ -1,0 +1,196 @@
+/* glibc's contract for the malloc family, checked in a process whose
+ * malloc is hugepreload's (this binary links the library first). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hugepreload.h"
+
+#define MIB ((size_t)1 << 20)
+
+Test(contract, our_malloc_is_in_use) {
+	void *s = malloc(64), *h = malloc(8 * MIB);
+	cr_assert_eq(hugepreload_class(s), HUGEPRELOAD_CLASS_SMALL);
+	cr_assert_eq(hugepreload_class(h), HUGEPRELOAD_CLASS_HUGE);
+	cr_assert_str_eq(hugepreload_version(), HUGEPRELOAD_VERSION);
+	cr_assert_eq(hugepreload_class(NULL), HUGEPRELOAD_CLASS_NONE);
+	free(s);
+	free(h);
+}
+
+Test(contract, malloc_zero_is_unique) {
+	void *a = malloc(0), *b = malloc(0);
+	cr_assert(a && b && a != b);
+	free(a);
+	free(b);
+	free(NULL);
+}
+
+Test(contract, oversize_gives_enomem) {
+	size_t sizes[] = {SIZE_MAX, SIZE_MAX / 2 + 1, (size_t)PTRDIFF_MAX + 1,
+	    (size_t)1 << 62};
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+		errno = 0;
+		cr_assert_null(malloc(sizes[i]));
+		cr_assert_eq(errno, ENOMEM, "malloc(%zu)", sizes[i]);
+		errno = 0;
+		cr_assert_null(calloc(1, sizes[i]));
+		cr_assert_eq(errno, ENOMEM);
+		void *p = malloc(16);
+		errno = 0;
+		cr_assert_null(realloc(p, sizes[i]));
+		cr_assert_eq(errno, ENOMEM);
+		cr_assert_eq(((char *)memset(p, 7, 16))[15], 7, "p still valid");
+		free(p);
+	}
+}
+
+Test(contract, calloc_overflow_and_zeroing) {
+	errno = 0;
+	cr_assert_null(calloc(SIZE_MAX / 2, 3));
+	cr_assert_eq(errno, ENOMEM);
+	errno = 0;
+	cr_assert_null(calloc((size_t)1 << 33, (size_t)1 << 33));
+	cr_assert_eq(errno, ENOMEM);
+	/* Freed and purged huge-class memory comes back zeroed. */
+	for (int round = 0; round < 3; round++) {
+		unsigned char *p[16];
+		for (int i = 0; i < 16; i++) {
+			p[i] = calloc(1, 3 * MIB + (size_t)i * 4096);
+			for (size_t j = 0; j < 3 * MIB; j += 512)
+				cr_assert_eq(p[i][j], 0, "round %d block %d byte %zu",
+				    round, i, j);
+			memset(p[i], 0xff, 3 * MIB);
+		}
+		for (int i = 0; i < 16; i += 2)
+			free(p[i]);
+		malloc_trim(0);
+		for (int i = 1; i < 16; i += 2)
+			free(p[i]);
+		if (round == 1)
+			malloc_trim(0);
+	}
+}
+
+Test(contract, bad_alignments) {
+	void *p = (void *)1;
+	cr_assert_eq(posix_memalign(&p, 0, 8), EINVAL);
+	cr_assert_eq(posix_memalign(&p, 4, 8), EINVAL);
+	cr_assert_eq(posix_memalign(&p, 24, 8), EINVAL);
+	cr_assert_eq(p, (void *)1, "untouched on failure");
+	errno = 0;
+	cr_assert_null(aligned_alloc(3, 64));
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_null(aligned_alloc(0, 64));
+	cr_assert_eq(errno, EINVAL);
+	errno = 0;
+	cr_assert_null(memalign(SIZE_MAX / 2 + 2, 64));
+	cr_assert_eq(errno, EINVAL);
+}
+
+Test(contract, good_alignments_both_classes) {
+	size_t sizes[] = {1, 100, 4096, 3 * MIB};
+	size_t aligns[] = {8, 16, 64, 4096, 65536, 2 * MIB};
+	for (size_t i = 0; i < 4; i++)
+		for (size_t j = 0; j < 6; j++) {
+			void *p = NULL;
+			cr_assert_eq(posix_memalign(&p, aligns[j], sizes[i]), 0);
+			cr_assert_eq((uintptr_t)p % aligns[j], 0);
+			memset(p, 1, sizes[i]);
+			free(p);
+			p = aligned_alloc(aligns[j], sizes[i]);
+			cr_assert((uintptr_t)p % aligns[j] == 0 && p);
+			free(p);
+			p = memalign(aligns[j], sizes[i]);
+			cr_assert((uintptr_t)p % aligns[j] == 0 && p);
+			free(p);
+		}
+	void *p = memalign(24, 100);              /* rounded up, as glibc */
+	cr_assert((uintptr_t)p % 32 == 0 && p);
+	free(p);
+	p = valloc(10);
+	cr_assert((uintptr_t)p % 4096 == 0 && p);
+	free(p);
+	p = pvalloc(0);
+	cr_assert((uintptr_t)p % 4096 == 0 && malloc_usable_size(p) >= 4096);
+	free(p);
+	p = pvalloc(4097);
+	cr_assert(malloc_usable_size(p) >= 8192);
+	free(p);
+	errno = 0;
+	cr_assert_null(pvalloc(SIZE_MAX - 10));
+	cr_assert_eq(errno, ENOMEM);
+	void *h = NULL;
+	cr_assert_eq(posix_memalign(&h, 2 * MIB, 8 * MIB), 0);
+	cr_assert_eq(hugepreload_class(h), HUGEPRELOAD_CLASS_HUGE);
+	free(h);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(i * 31 + seed);
+}
+static void check(const unsigned char *p, size_t n, unsigned seed) {
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(i * 31 + seed))
+			cr_assert_fail("byte %zu of %zu differs", i, n);
+}
+
+Test(contract, realloc_across_classes_keeps_data) {
+	unsigned char *p = malloc(1000);
+	fill(p, 1000, 1);
+	p = realloc(p, 5 * MIB);                       /* small -> huge */
+	cr_assert_eq(hugepreload_class(p), HUGEPRELOAD_CLASS_HUGE);
+	check(p, 1000, 1);
+	fill(p, 5 * MIB, 2);
+	p = realloc(p, 9 * MIB);                       /* huge -> huge */
+	cr_assert_eq(hugepreload_class(p), HUGEPRELOAD_CLASS_HUGE);
+	check(p, 5 * MIB, 2);
+	p = realloc(p, 3 * MIB);                       /* shrink in class */
+	check(p, 3 * MIB, 2);
+	p = realloc(p, 500);                           /* huge -> small */
+	cr_assert_eq(hugepreload_class(p), HUGEPRELOAD_CLASS_SMALL);
+	check(p, 500, 2);
+	p = realloc(p, 600);
+	check(p, 500, 2);
+	cr_assert_null(realloc(p, 0), "realloc(p, 0) frees, as glibc");
+	p = realloc(NULL, 2 * MIB);
+	cr_assert_eq(hugepreload_class(p), HUGEPRELOAD_CLASS_HUGE);
+	free(p);
+	p = realloc(NULL, 0);
+	cr_assert_not_null(p);
+	free(p);
+}
+
+Test(contract, reallocarray) {
+	unsigned char *p = reallocarray(NULL, 100, 10);
+	fill(p, 1000, 3);
+	errno = 0;
+	cr_assert_null(reallocarray(p, SIZE_MAX / 2, 3));
+	cr_assert_eq(errno, ENOMEM);
+	p = reallocarray(p, 1000, 3000);               /* to the huge class */
+	check(p, 1000, 3);
+	cr_assert_eq(hugepreload_class(p), HUGEPRELOAD_CLASS_HUGE);
+	free(p);
+}
+
+Test(contract, usable_size) {
+	cr_assert_eq(malloc_usable_size(NULL), 0);
+	size_t sizes[] = {1, 17, 1000, 40000, MIB, 3 * MIB + 1};
+	for (size_t i = 0; i < 6; i++) {
+		char *p = malloc(sizes[i]);
+		size_t u = malloc_usable_size(p);
+		cr_assert_geq(u, sizes[i]);
+		memset(p, 1, u);                           /* all of it is ours */
+		free(p);
+	}
+}
+
+Test(contract, malloc_trim_without_anything_to_give) {
+	malloc_trim(0);
+	cr_assert_eq(malloc_trim(0), 0, "nothing left to release");
+}

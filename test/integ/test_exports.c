@@ -1,0 +1,26 @@
+/* The library exports the malloc family and the public API, nothing else. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include "harness.h"
+
+Test(exports, exactly_the_malloc_family_and_public_api) {
+	const char *want[] = {"aligned_alloc", "calloc", "free",
+	    "hugepreload_class", "hugepreload_policy", "hugepreload_version",
+	    "malloc", "malloc_trim", "malloc_usable_size", "memalign",
+	    "posix_memalign", "pvalloc", "realloc", "reallocarray", "valloc"};
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "nm -D --defined-only %s | awk '{print $3}' "
+	    "| sort", hp_path("libhugepreload.so"));
+	FILE *f = popen(cmd, "r");
+	char line[256];
+	size_t n = 0;
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		cr_assert_lt(n, sizeof want / sizeof *want, "extra export %s", line);
+		cr_assert_str_eq(line, want[n], "export %zu", n);
+		n++;
+	}
+	cr_assert_eq(pclose(f), 0);
+	cr_assert_eq(n, sizeof want / sizeof *want, "only %zu exports", n);
+}

@@ -1,0 +1,61 @@
+/* Real programs give byte-identical output with and without the library. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+
+/* Runs sh -c SCRIPT both ways; stdout must match byte for byte. */
+static void same_output(const char *script) {
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=verbose:true", NULL};
+	hp_run_t a = hp_run(argv, NULL, false, NULL);
+	hp_run_t b = hp_run(argv, env, true, NULL);
+	cr_assert_eq(a.code, 0, "without: %s", a.err);
+	cr_assert_eq(b.code, 0, "with: %s", b.err);
+	cr_assert_gt(a.out_len, 0);
+	cr_assert(strstr(b.err, "hugepreload: policy"),
+	    "the library did not load:\n%s", b.err);
+	cr_assert_eq(a.out_len, b.out_len, "lengths %zu vs %zu", a.out_len,
+	    b.out_len);
+	cr_assert(memcmp(a.out, b.out, a.out_len) == 0, "outputs differ");
+	hp_run_free(&a);
+	hp_run_free(&b);
+}
+
+Test(real, python_large_dict_json) {
+	char s[512];
+	snprintf(s, sizeof s, "python3 %s", hp_path("bigdict.py"));
+	same_output(s);
+}
+
+Test(real, sort_million_lines) {
+	const char *gen = "awk 'BEGIN{srand(3); for (i = 0; i < 1000000; i++) "
+	    "printf \"%d line %d\\n\", int(rand() * 1e9), i}' > /tmp/hp-sort.in";
+	cr_assert_eq(system(gen), 0);
+	same_output("sort /tmp/hp-sort.in");
+	same_output("sort -n -k3 /tmp/hp-sort.in | md5sum");
+	remove("/tmp/hp-sort.in");
+}
+
+Test(real, gcc_compiles_c_file) {
+	char s[1024];
+	snprintf(s, sizeof s, "d=$(mktemp -d) && gcc -O2 -g -c %s -o $d/a.o && "
+	    "cat $d/a.o && rm -rf $d", hp_path("gcc-input.c"));
+	same_output(s);
+}
+
+Test(real, git_init_add_commit) {
+	same_output("d=$(mktemp -d) && cd $d && export GIT_AUTHOR_NAME=t "
+	    "GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e "
+	    "GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' "
+	    "GIT_COMMITTER_DATE='2026-01-01T00:00:00Z' HOME=$d && "
+	    "git init -q -b main . && seq 1 200000 > a.txt && "
+	    "for i in 1 2 3 4 5; do echo $i > f$i; done && git add . && "
+	    "git commit -qm first && git rev-parse HEAD && git cat-file -p HEAD "
+	    "&& git ls-files -s && cd / && rm -rf $d");
+}
+
+Test(real, cxx_vector_map_string) {
+	same_output(hp_path("cxx"));
+}

@@ -1,0 +1,26 @@
+/* Prints the effective policy and the class of one allocation.
+ * usage: policy [bytes] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hpclass.h"
+#include "probe.h"
+
+int main(int argc, char **argv) {
+	size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
+	int (*pol)(char *, size_t) = (int (*)(char *, size_t))dlsym(RTLD_DEFAULT,
+	    "hugepreload_policy");
+	char buf[256] = "none";
+	if (pol)
+		pol(buf, sizeof buf);
+	char *p = malloc(n);
+	memset(p, 1, n);
+	probe_vma_t *v;
+	size_t nv = probe_vmas(&v);
+	const probe_vma_t *m = probe_find(v, nv, p);
+	printf("policy=%s\nclass=%d\nhg=%d\nnh=%d\n", buf, hp_class_of(p),
+	    m && probe_has_flag(m, "hg"), m && probe_has_flag(m, "nh"));
+	free(p);
+	free(v);
+	return 0;
+}

@@ -1,0 +1,123 @@
+/* Unit tests of the HUGEPRELOAD_CONF parser (src/conf.c). */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "internal.h"
+
+typedef struct {
+	int n;
+	char last[256];
+} msgs_t;
+
+static void collect(void *ctx, const char *msg) {
+	msgs_t *m = ctx;
+	m->n++;
+	strncpy(m->last, msg, sizeof m->last - 1);
+}
+
+static bool same(const hp_conf_t *a, const hp_conf_t *b) {
+	return a->large_threshold == b->large_threshold &&
+	    a->backing == b->backing && a->verbose == b->verbose &&
+	    a->decay_ms == b->decay_ms;
+}
+
+static hp_conf_t parse(const char *s, msgs_t *m) {
+	hp_conf_t c;
+	hp_conf_defaults(&c);
+	memset(m, 0, sizeof *m);
+	hp_conf_parse(&c, s, collect, m);
+	return c;
+}
+
+Test(conf, defaults) {
+	msgs_t m;
+	hp_conf_t c = parse(NULL, &m);
+	cr_assert_eq(c.large_threshold, 1 << 20);
+	cr_assert_eq(c.backing, HP_BACKING_THP);
+	cr_assert_eq(c.verbose, false);
+	cr_assert_eq(c.decay_ms, 5000);
+	c = parse("", &m);
+	cr_assert_eq(m.n, 0);
+}
+
+Test(conf, sizes) {
+	size_t v;
+	cr_assert(hp_parse_size("4096", 4, &v) && v == 4096);
+	cr_assert(hp_parse_size("2k", 2, &v) && v == 2048);
+	cr_assert(hp_parse_size("2K", 2, &v) && v == 2048);
+	cr_assert(hp_parse_size("3m", 2, &v) && v == 3u << 20);
+	cr_assert(hp_parse_size("1g", 2, &v) && v == 1u << 30);
+	cr_assert(hp_parse_size("1t", 2, &v) && v == (size_t)1 << 40);
+	cr_assert_not(hp_parse_size("", 0, &v));
+	cr_assert_not(hp_parse_size("k", 1, &v));
+	cr_assert_not(hp_parse_size("1x", 2, &v));
+	cr_assert_not(hp_parse_size("1kb", 3, &v));
+	cr_assert_not(hp_parse_size("-1", 2, &v));
+	cr_assert_not(hp_parse_size("18446744073709551616", 20, &v));
+	cr_assert_not(hp_parse_size("20000000000t", 12, &v));
+	cr_assert(hp_parse_size("123abc", 3, &v) && v == 123, "length-bounded");
+}
+
+Test(conf, every_key_good) {
+	msgs_t m;
+	hp_conf_t c = parse("large_threshold:256k,backing:none,verbose:true,"
+	    "decay_ms:-1", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.large_threshold, 256 << 10);
+	cr_assert_eq(c.backing, HP_BACKING_NONE);
+	cr_assert_eq(c.verbose, true);
+	cr_assert_eq(c.decay_ms, -1);
+	c = parse("decay_ms:3600000,backing:thp,verbose:false", &m);
+	cr_assert_eq(m.n, 0);
+	cr_assert_eq(c.decay_ms, 3600000);
+	cr_assert_eq(c.backing, HP_BACKING_THP);
+}
+
+Test(conf, bad_values_keep_defaults) {
+	const char *bad[] = {"large_threshold:8k", "large_threshold:2t",
+	    "large_threshold:x", "backing:hugetlbfs", "backing:", "verbose:1",
+	    "verbose:TRUE", "decay_ms:-2", "decay_ms:5s", "decay_ms:99999999999"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		msgs_t m;
+		hp_conf_t c = parse(bad[i], &m), d;
+		hp_conf_defaults(&d);
+		cr_assert_eq(m.n, 1, "%s", bad[i]);
+		cr_assert(strstr(m.last, "bad value") && strstr(m.last,
+		    "using the default"), "%s", m.last);
+		cr_assert(same(&c, &d), "%s changed the policy",
+		    bad[i]);
+	}
+}
+
+Test(conf, unknown_and_malformed) {
+	msgs_t m;
+	parse("nope:1", &m);
+	cr_assert_eq(m.n, 1);
+	cr_assert(strstr(m.last, "unknown key 'nope'"), "%s", m.last);
+	parse("verbose", &m);
+	cr_assert(strstr(m.last, "malformed 'verbose'"), "%s", m.last);
+	parse(":x", &m);
+	cr_assert_eq(m.n, 1);
+	hp_conf_t c = parse(",,verbose:true,,", &m);
+	cr_assert_eq(m.n, 0);
+	cr_assert(c.verbose);
+	c = parse("a:1,decay_ms:7,b,large_threshold:2m", &m);
+	cr_assert_eq(m.n, 2);
+	cr_assert_eq(c.decay_ms, 7);
+	cr_assert_eq(c.large_threshold, 2 << 20);
+}
+
+Test(conf, last_value_wins) {
+	msgs_t m;
+	hp_conf_t c = parse("decay_ms:1,decay_ms:2", &m);
+	cr_assert_eq(c.decay_ms, 2);
+}
+
+Test(conf, describe_round_trips) {
+	msgs_t m;
+	hp_conf_t c = parse("large_threshold:3m,backing:none,decay_ms:9", &m), d;
+	char buf[200];
+	hp_conf_describe(&c, buf, sizeof buf);
+	d = parse(buf, &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert(same(&c, &d), "%s", buf);
+}

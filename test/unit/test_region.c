@@ -1,0 +1,112 @@
+/* Unit tests of the huge-class reservation (src/region.c): the per-2 MiB
+ * page bitmap, and carving, release and reuse against real mappings. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+
+hp_conf_t hp_conf = {.large_threshold = 1 << 20, .backing = HP_BACKING_THP};
+
+static hp_hpage_t fresh(void) {
+	hp_hpage_t pg;
+	memset(pg.released, 0xff, sizeof pg.released);
+	memset(pg.dirty, 0, sizeof pg.dirty);
+	pg.nreleased = HP_SUBPAGES;
+	return pg;
+}
+
+Test(hpage, reuse_then_release_whole_page_needs_zap) {
+	hp_hpage_t pg = fresh();
+	uint64_t zero[HP_SUBWORDS];
+	hp_hpage_reuse(&pg, 0, 512, zero);
+	cr_assert_eq(pg.nreleased, 0);
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		cr_assert_eq(zero[w], 0, "fresh memory needs no zeroing");
+	cr_assert_not(hp_hpage_release(&pg, 0, 200));
+	cr_assert_eq(pg.nreleased, 200);
+	cr_assert(hp_hpage_release(&pg, 200, 312), "empty and dirty: zap");
+	cr_assert_eq(pg.nreleased, 512);
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		cr_assert_eq(pg.dirty[w], 0, "zapped pages are clean");
+}
+
+Test(hpage, partial_reuse_zeroes_only_stale_subpages) {
+	hp_hpage_t pg = fresh();
+	uint64_t zero[HP_SUBWORDS];
+	hp_hpage_reuse(&pg, 10, 100, zero);      /* subpages 10..109 dirty */
+	hp_hpage_reuse(&pg, 300, 10, zero);      /* keeps the page live */
+	cr_assert_not(hp_hpage_release(&pg, 10, 100), "300..309 still live");
+	/* Reusing 0..59: 10..59 are stale, 0..9 were never written. */
+	hp_hpage_reuse(&pg, 0, 60, zero);
+	cr_assert_eq(zero[0], ((1ull << 50) - 1) << 10);
+	for (unsigned w = 1; w < HP_SUBWORDS; w++)
+		cr_assert_eq(zero[w], 0);
+	cr_assert_eq(pg.nreleased, 512 - 70);
+	/* Once everything is released the page is empty and dirty: zap. */
+	cr_assert_not(hp_hpage_release(&pg, 0, 60));
+	cr_assert(hp_hpage_release(&pg, 300, 10));
+}
+
+Test(hpage, release_is_idempotent_and_counts_once) {
+	hp_hpage_t pg = fresh();
+	uint64_t zero[HP_SUBWORDS];
+	hp_hpage_reuse(&pg, 0, 512, zero);
+	cr_assert_not(hp_hpage_release(&pg, 64, 64));
+	cr_assert_not(hp_hpage_release(&pg, 64, 64));
+	cr_assert_eq(pg.nreleased, 64);
+	cr_assert_not(hp_hpage_release(&pg, 63, 3));   /* only 63 is new */
+	cr_assert_eq(pg.nreleased, 65);
+	/* A word boundary run and the last subpage. */
+	cr_assert_not(hp_hpage_release(&pg, 511, 1));
+	cr_assert_eq(pg.released[7] >> 63, 1);
+	cr_assert_eq(pg.nreleased, 66);
+}
+
+static long rss_kb_of(const void *p) {
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[256];
+	unsigned long a, b;
+	long kb = -1, in = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, ' ') >
+		    strchr(line, '-'))
+			in = (uintptr_t)p >= a && (uintptr_t)p < b;
+		else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+Test(region, carve_release_reuse) {
+	cr_assert(hp_region_init((size_t)1 << 32));
+	cr_assert_eq(hp_region.base % HP_HUGE, 0);
+	cr_assert_eq(hp_region.size, (size_t)1 << 32);
+	/* 3 MiB committed: maps 2 huge pages, touches none yet. */
+	char *a = hp_region_alloc(3 << 20, HP_PAGE, true);
+	cr_assert_eq((uintptr_t)a, hp_region.base);
+	cr_assert(hp_region_contains(a) && !hp_region_contains(&a));
+	cr_assert_eq(hp_region.mapped_end - hp_region.base, 4 << 20);
+	char *b = hp_region_alloc(1 << 20, HP_PAGE, true);
+	cr_assert_eq(b, a + (3 << 20), "contiguous");
+	memset(a, 0x77, 4 << 20);
+	long full = rss_kb_of(a);
+	cr_assert_geq(full, 4 * 1024);
+	/* Releasing [1 MiB, 3 MiB) leaves both pages partly live: nothing
+	 * goes back. */
+	hp_region_release(a + (1 << 20), 2 << 20);
+	cr_assert_eq(rss_kb_of(a), full);
+	/* Releasing [0, 1 MiB) empties page 0: it goes back. */
+	hp_region_release(a, 1 << 20);
+	cr_assert_leq(rss_kb_of(a), full - 2048);
+	/* Reusing [1 MiB, 3 MiB): page 1's stale subpages come back zeroed,
+	 * page 0's were given back and read as zero. */
+	hp_region_reuse(a + (1 << 20), 2 << 20);
+	for (size_t i = 1 << 20; i < (3u << 20); i += 4096)
+		cr_assert_eq(a[i], 0, "offset %zu", i);
+	cr_assert_null(hp_region_alloc((size_t)1 << 33, HP_PAGE, true),
+	    "beyond the reservation");
+	char *c = hp_region_alloc(HP_HUGE, HP_HUGE, true);
+	cr_assert_eq((uintptr_t)c % HP_HUGE, 0, "aligned carve");
+}
