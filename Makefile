@@ -18,7 +18,7 @@ JE_SYMS := malloc calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test demo bench-callgrind clean
+.PHONY: all deps test demo bench-callgrind bench-threshold clean
 all: $(BUILD)/libhugepreload.so
 
 deps:
@@ -47,7 +47,7 @@ $(BUILD):
 ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
-	dlopen boot
+	dlopen boot lazythread
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c
@@ -89,6 +89,23 @@ $(BUILD)/test_integ: $(INTEG_SRCS) test/integ/harness.h
 
 test: all $(TEST_BINS) $(TEST_FILES)
 	scripts/run-tests $(BUILD)
+
+# ---- demo and benchmarks --------------------------------------------------
+$(BUILD)/chase: bench/chase.c test/progs/probe.c
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl
+$(BUILD)/sizes: bench/sizes.c test/progs/probe.c
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
+$(BUILD)/mfloop: bench/mfloop.c
+	$(CC) -O2 -fno-builtin -o $@ $<
+
+demo: all $(BUILD)/chase
+	scripts/demo
+
+bench-callgrind: all $(BUILD)/mfloop
+	scripts/bench-callgrind
+
+bench-threshold: all $(BUILD)/sizes
+	scripts/bench-threshold
 
 clean:
 	rm -rf $(BUILD)

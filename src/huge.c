@@ -16,6 +16,26 @@
 
 static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static int warned_fallback;
+static bool decay_thread_on;
+
+/*
+ * Free huge pages must go back while the program makes no malloc call, so
+ * decay runs on jemalloc's background threads. They start with the first
+ * huge-class allocation, not at load: a process that never uses the huge
+ * class stays single-threaded (unshare(CLONE_NEWUSER) needs that). jemalloc
+ * turns them off in a fork child; hp_huge_atfork_child re-arms the start.
+ */
+static void start_decay_thread(void) {
+	bool on = true;
+	if (hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on))
+		hp_log("could not start the decay thread; free huge pages go "
+		    "back only on allocator calls and malloc_trim");
+	__atomic_store_n(&decay_thread_on, true, __ATOMIC_RELEASE);
+}
+
+void hp_huge_atfork_child(void) {
+	decay_thread_on = false;
+}
 
 static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
     size_t align, bool *zero, bool *commit, unsigned ind) {
@@ -109,6 +129,8 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (hp_unlikely(!__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)))
+		start_decay_thread();
 	int shape = (zero ? MALLOCX_ZERO : 0) |
 	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
 	void *p = hp_je_mallocx(size, huge_flags | shape);

@@ -24,6 +24,11 @@ static void report(void *ctx, const char *msg) {
 	hp_log("%s", msg);
 }
 
+static void atfork_child(void) {
+	hp_region_atfork_child();
+	hp_huge_atfork_child();
+}
+
 static void start(void) {
 	hp_conf_defaults(&hp_conf);
 	if (getauxval(AT_SECURE) == 0)
@@ -33,7 +38,7 @@ static void start(void) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
 	bool huge = hp_region_init(HP_RESERVE) && hp_huge_init(&hp_conf);
-	pthread_atfork(NULL, NULL, hp_region_atfork_child);
+	pthread_atfork(NULL, NULL, atfork_child);
 	if (!huge)
 		hp_log("could not reserve address space for the huge class; "
 		    "all memory stays on 4 KiB pages");

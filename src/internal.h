@@ -67,6 +67,7 @@ int hp_purge_all(void);
 bool hp_huge_init(const hp_conf_t *c);
 void *hp_huge_alloc(size_t size, size_t align, bool zero);
 void *hp_huge_realloc(void *p, size_t size);
+void hp_huge_atfork_child(void);
 
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);

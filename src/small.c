@@ -5,6 +5,7 @@
  * 4 KiB granularity even when THP is "always".
  */
 #include <stdio.h>
+#include <time.h>
 #include "internal.h"
 #include "je.h"
 
@@ -17,22 +18,38 @@ const char *hp_small_jemalloc_conf(const hp_conf_t *c) {
 	size_t tcache_max = 32768;
 	while (tcache_max >= c->large_threshold)
 		tcache_max >>= 1;
-	snprintf(buf, sizeof buf, "thp:never,background_thread:true,"
-	    "zero_realloc:free,tcache_max:%zu", tcache_max);
+	snprintf(buf, sizeof buf, "thp:never,zero_realloc:free,tcache_max:%zu",
+	    tcache_max);
 	return buf;
 }
 
-/* malloc_trim: flush this thread's cache and purge every arena. Returns 1
- * if there were unused pages to give back, as glibc does. */
-int hp_purge_all(void) {
+static size_t unused_pages(void) {
 	uint64_t epoch = 1;
 	size_t sz = sizeof epoch, unused = 0, v, vsz = sizeof v;
-	hp_je_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
 	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
 	if (hp_je_mallctl("stats.arenas.4096.pdirty", &v, &vsz, NULL, 0) == 0)
 		unused += v;
 	if (hp_je_mallctl("stats.arenas.4096.pmuzzy", &v, &vsz, NULL, 0) == 0)
 		unused += v;
-	hp_je_mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+	return unused;
+}
+
+/*
+ * malloc_trim: flush this thread's cache and purge every arena. jemalloc
+ * skips an arena whose decay thread is purging at that moment, so this
+ * purges again until nothing unused is left (for 100 ms at most, in case
+ * other threads keep freeing). Returns 1 if there were pages to give
+ * back, as glibc does.
+ */
+int hp_purge_all(void) {
+	hp_je_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+	size_t unused = unused_pages();
+	for (int i = 0; i < 100; i++) {
+		hp_je_mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+		if (unused_pages() == 0)
+			break;
+		struct timespec ms = {0, 1000 * 1000};
+		nanosleep(&ms, NULL);
+	}
 	return unused > 0;
 }

@@ -14,7 +14,7 @@
 extern char **environ;
 
 const char *hp_path(const char *name) {
-	static char buf[8][PATH_MAX];
+	static char buf[8][PATH_MAX + 256];
 	static int slot;
 	char *out = buf[slot++ % 8];
 	const char *dir = getenv("HP_BUILD");
@@ -27,7 +27,7 @@ const char *hp_path(const char *name) {
 			*slash = '\0';
 		dir = exe;
 	}
-	snprintf(out, PATH_MAX, "%s/%s", dir, name);
+	snprintf(out, PATH_MAX + 256, "%s/%s", dir, name);
 	return out;
 }
 

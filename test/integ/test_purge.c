@@ -34,6 +34,17 @@ Test(purge, decay_returns_rss_without_trim) {
 	hp_run_free(&r);
 }
 
+Test(purge, decay_runs_in_a_fork_child) {
+	const char *argv[] = {hp_path("rss_return"), "forkdecay", "32", "16",
+	    "20", NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	double back = hp_kv(&r, "back_s");
+	cr_assert(back >= 0 && back <= 15, "child's RSS back after %.2f s",
+	    back);
+	hp_run_free(&r);
+}
+
 Test(purge, malloc_trim_returns_rss_at_once) {
 	const char *argv[] = {hp_path("rss_return"), "trim", "32", "16", NULL};
 	hp_run_t r = hp_run(argv, NULL, true, NULL);

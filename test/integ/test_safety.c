@@ -26,6 +26,15 @@ Test(safety, dlopen_library_that_allocates) {
 	run_ok(argv, "bad", 0);
 }
 
+Test(safety, no_thread_until_the_huge_class_is_used) {
+	const char *argv[] = {hp_path("lazythread"), NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "threads_small_only"), 1);
+	cr_assert_geq(hp_kv(&r, "threads_after_huge"), 2, "no decay thread");
+	hp_run_free(&r);
+}
+
 Test(safety, allocations_during_startup) {
 	const char *argv[] = {hp_path("boot"), NULL};
 	run_ok(argv, "bad", 0);

@@ -1,11 +1,14 @@
 /* Frees all its large allocations, then either only sleeps (decay) or
- * calls malloc_trim(0) (trim), and reports when RSS came back.
- * usage: rss_return decay|trim [blocks] [MiB each] [wait seconds] */
+ * calls malloc_trim(0) (trim), and reports when RSS came back. forkdecay:
+ * the same as decay, in the child of a process that used the huge class.
+ * usage: rss_return decay|trim|forkdecay [blocks] [MiB each] [wait s] */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "probe.h"
 
 static double now(void) {
@@ -19,6 +22,17 @@ int main(int argc, char **argv) {
 	int blocks = argc > 2 ? atoi(argv[2]) : 32;
 	size_t size = (size_t)(argc > 3 ? atol(argv[3]) : 16) << 20;
 	double wait = argc > 4 ? atof(argv[4]) : 20;
+	if (argc > 1 && strcmp(argv[1], "forkdecay") == 0) {
+		void *x = malloc(8 << 20);
+		free(x);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid > 0) {
+			int st;
+			waitpid(pid, &st, 0);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+		}
+	}
 	void *keep = malloc(1);          /* the allocator is started */
 	long start = probe_rss_kb();
 	void **b = malloc((size_t)blocks * sizeof *b);
