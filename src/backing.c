@@ -81,6 +81,13 @@ bool hp_backing_map(void *addr, size_t len) {
 	return true;
 }
 
-void hp_backing_zap(void *addr, size_t len) {
-	madvise(addr, len, MADV_DONTNEED);
+static int warned_zap;
+
+/* False if the pages could not be given back (mlock'ed memory, say). */
+bool hp_backing_zap(void *addr, size_t len) {
+	if (madvise(addr, len, MADV_DONTNEED) == 0)
+		return true;
+	hp_warn_once(&warned_zap, "madvise(MADV_DONTNEED) failed (errno %d); "
+	    "free huge pages stay resident", errno);
+	return false;
 }

@@ -18,12 +18,16 @@
 #define HP_THRESHOLD_MAX      TIB
 #define HP_DECAY_DEFAULT      5000
 #define HP_DECAY_MAX          (3600L * 1000)
+#define HP_RESERVE_DEFAULT    TIB
+#define HP_RESERVE_MIN        GIB
+#define HP_RESERVE_MAX        (64 * TIB)
 
 void hp_conf_defaults(hp_conf_t *c) {
 	c->large_threshold = HP_THRESHOLD_DEFAULT;
 	c->backing = HP_BACKING_THP;
 	c->verbose = false;
 	c->decay_ms = HP_DECAY_DEFAULT;
+	c->reserve = HP_RESERVE_DEFAULT;
 }
 
 /* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
@@ -117,6 +121,13 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			c->decay_ms = n;
 		else
 			BAD("5000 (-1 never, 0..3600000)");
+	} else if (is(k, klen, "reserve")) {
+		size_t n;
+		if (hp_parse_size(v, vlen, &n) && n >= HP_RESERVE_MIN &&
+		    n <= HP_RESERVE_MAX)
+			c->reserve = n;
+		else
+			BAD("1t (range 1g..64t)");
 	} else {
 		report(rep, ctx, "unknown key '%.*s' in HUGEPRELOAD_CONF; "
 		    "ignored", (int)klen, k);
@@ -147,7 +158,7 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 }
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
-	return snprintf(buf, n, "large_threshold:%zu,backing:%s,decay_ms:%ld",
-	    c->large_threshold, c->backing == HP_BACKING_THP ? "thp" : "none",
-	    c->decay_ms);
+	return snprintf(buf, n, "large_threshold:%zu,backing:%s,decay_ms:%ld,"
+	    "reserve:%zu", c->large_threshold, c->backing == HP_BACKING_THP ?
+	    "thp" : "none", c->decay_ms, c->reserve);
 }

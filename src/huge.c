@@ -14,6 +14,8 @@
 #include "internal.h"
 #include "je.h"
 
+#define HP_GROW_LIMIT ((size_t)64 << 20)
+
 static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static int warned_fallback;
 static bool decay_thread_on;
@@ -120,6 +122,15 @@ bool hp_huge_init(const hp_conf_t *c) {
 	if (!arena_set_ssize(ind, "dirty_decay_ms", c->decay_ms) ||
 	    !arena_set_ssize(ind, "muzzy_decay_ms", -1))
 		hp_log("could not set decay on the huge arena %u", ind);
+	/* jemalloc grows its retained address space geometrically; capping
+	 * the step keeps what the hooks map (and the kernel charges) close to
+	 * what is used, and lets the reservation fill up. Larger requests
+	 * still get an exact fit. */
+	char name[64];
+	size_t limit = HP_GROW_LIMIT;
+	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
+	if (hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
+		hp_log("could not limit the huge arena's growth step");
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	return true;
 }

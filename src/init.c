@@ -12,8 +12,6 @@
 #include "internal.h"
 #include "je.h"
 
-#define HP_RESERVE ((size_t)1 << 40)   /* 1 TiB of address space */
-
 hp_conf_t hp_conf;
 size_t hp_threshold;
 static int init_state;                 /* 0 not started, 1 running, 2 done */
@@ -37,7 +35,7 @@ static void start(void) {
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
-	bool huge = hp_region_init(HP_RESERVE) && hp_huge_init(&hp_conf);
+	bool huge = hp_region_init(hp_conf.reserve) && hp_huge_init(&hp_conf);
 	pthread_atfork(NULL, NULL, atfork_child);
 	if (!huge)
 		hp_log("could not reserve address space for the huge class; "
@@ -79,6 +77,8 @@ bool hp_init(void) {
 	return true;
 }
 
-__attribute__((constructor)) static void hp_ctor(void) {
+/* Priority 101: before jemalloc's own constructor in this library, so
+ * jemalloc never starts without the options above. */
+__attribute__((constructor(101))) static void hp_ctor(void) {
 	hp_init();
 }

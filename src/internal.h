@@ -43,7 +43,8 @@ static inline bool hp_region_contains(const void *p) {
 	return (uintptr_t)p - hp_region.base < hp_region.size;
 }
 /* The pure bitmap step, exposed for unit tests: marks [first, first+n)
- * subpages of *pg released; returns true when the page became empty. */
+ * subpages of *pg released; true when the page is empty and dirty, so it
+ * should be given back. */
 bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n);
 /* Marks them reused; sets bits in *zero for subpages that must be zeroed. */
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
@@ -56,7 +57,7 @@ typedef struct {
 } hp_sys_t;
 void hp_backing_probe(hp_sys_t *s);
 bool hp_backing_map(void *addr, size_t len);
-void hp_backing_zap(void *addr, size_t len);
+bool hp_backing_zap(void *addr, size_t len);
 const char *hp_backing_effective(const hp_sys_t *s);
 
 /* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */

@@ -13,7 +13,7 @@
 hp_region_t hp_region;
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define HP_RESERVE_MIN ((size_t)1 << 30)
+#define HP_RESERVE_MIN ((size_t)1 << 30)   /* halve down to this */
 
 static uintptr_t align_up(uintptr_t x, size_t a) {
 	return (x + a - 1) & ~(uintptr_t)(a - 1);
@@ -74,12 +74,15 @@ bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n) {
 	}
 	if (pg->nreleased < HP_SUBPAGES)
 		return false;
-	bool dirty = false;
-	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
-		dirty |= pg->dirty[w] != 0;
-		pg->dirty[w] = 0;
-	}
-	return dirty;
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		if (pg->dirty[w] != 0)
+			return true;
+	return false;
+}
+
+/* Called once an empty page really went back: it reads as zero now. */
+static void hpage_zapped(hp_hpage_t *pg) {
+	memset(pg->dirty, 0, sizeof pg->dirty);
 }
 
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
@@ -161,6 +164,16 @@ out:
 	return ret;
 }
 
+/* Gives back the run [zap, end) of empty pages. Their dirty bits are
+ * cleared only once that worked: until then they may hold old bytes, and
+ * a fork child that copies them sees them as dirty still. */
+static void zap_run(uintptr_t zap, uintptr_t end) {
+	if (!hp_backing_zap((void *)zap, end - zap))
+		return;                  /* reuse will zero them instead */
+	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE)
+		hpage_zapped(page_of(hp));
+}
+
 void hp_region_release(void *addr, size_t len) {
 	uintptr_t a = (uintptr_t)addr, zap = 0, zap_end = 0;
 	pthread_mutex_lock(&region_lock);
@@ -171,13 +184,13 @@ void hp_region_release(void *addr, size_t len) {
 			continue;
 		if (hp != zap_end) {             /* batch adjacent pages */
 			if (zap_end)
-				hp_backing_zap((void *)zap, zap_end - zap);
+				zap_run(zap, zap_end);
 			zap = hp;
 		}
 		zap_end = hp + HP_HUGE;
 	}
 	if (zap_end)
-		hp_backing_zap((void *)zap, zap_end - zap);
+		zap_run(zap, zap_end);
 	pthread_mutex_unlock(&region_lock);
 }
 

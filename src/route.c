@@ -3,6 +3,7 @@
  * that the entry points could not send straight to the small class.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include "internal.h"
 #include "je.h"
@@ -35,9 +36,13 @@ void *hp_realloc_slow(void *p, size_t size) {
 	bool to_huge = ready && size >= hp_threshold;
 	if (!was_huge && !to_huge)
 		return hp_je_realloc(p, size);
-	if (was_huge && to_huge)
-		return hp_huge_realloc(p, size);
-	/* Across classes: move, keeping the data. */
+	if (was_huge && to_huge) {
+		void *q = hp_huge_realloc(p, size);
+		if (q != NULL || size > PTRDIFF_MAX)
+			return q;
+		/* The huge class is full: move, with hp_huge_alloc's fallback. */
+	}
+	/* Across classes (or out of huge space): move, keeping the data. */
 	void *q = to_huge ? hp_huge_alloc(size, 0, false) : hp_je_malloc(size);
 	if (q == NULL) {
 		errno = ENOMEM;

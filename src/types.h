@@ -27,6 +27,7 @@ typedef struct {
 	hp_backing_t backing;
 	bool verbose;            /* one startup line with the policy */
 	long decay_ms;           /* huge class: free pages kept this long */
+	size_t reserve;          /* address space reserved for the huge class */
 } hp_conf_t;
 
 /*

@@ -7,7 +7,8 @@
 #include <sys/stat.h>
 #include "harness.h"
 
-#define DEFAULT_POLICY "large_threshold:1048576,backing:thp,decay_ms:5000"
+#define DEFAULT_POLICY "large_threshold:1048576,backing:thp,decay_ms:5000,reserve:1099511627776"
+#define R ",reserve:1099511627776"
 
 /* Runs policy BYTES under CONF; checks its output has POLICY and exactly
  * WARN lines from hugepreload on stderr. */
@@ -36,21 +37,21 @@ Test(conf, defaults) {
 
 Test(conf, large_threshold_good_values) {
 	hp_run_t r = run_conf("large_threshold:128m", "67108864", 0,
-	    "large_threshold:134217728,backing:thp,decay_ms:5000");
+	    "large_threshold:134217728,backing:thp,decay_ms:5000" R);
 	cr_assert_eq(hp_kv(&r, "class"), 1, "64 MiB under a 128m threshold");
 	cr_assert_eq(hp_kv(&r, "nh"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:64K", "65536", 0,
-	    "large_threshold:65536,backing:thp,decay_ms:5000");
+	    "large_threshold:65536,backing:thp,decay_ms:5000" R);
 	cr_assert_eq(hp_kv(&r, "class"), 2, "64 KiB at a 64K threshold");
 	cr_assert_eq(hp_kv(&r, "hg"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:1g", "1048576", 0,
-	    "large_threshold:1073741824,backing:thp,decay_ms:5000");
+	    "large_threshold:1073741824,backing:thp,decay_ms:5000" R);
 	cr_assert_eq(hp_kv(&r, "class"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:300000", "300000", 0,
-	    "large_threshold:300000,backing:thp,decay_ms:5000");
+	    "large_threshold:300000,backing:thp,decay_ms:5000" R);
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 }
@@ -71,7 +72,7 @@ Test(conf, large_threshold_bad_values) {
 
 Test(conf, backing_values) {
 	hp_run_t r = run_conf("backing:none", "8388608", 0,
-	    "large_threshold:1048576,backing:none,decay_ms:5000");
+	    "large_threshold:1048576,backing:none,decay_ms:5000" R);
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	cr_assert_eq(hp_kv(&r, "nh"), 1);
 	hp_run_free(&r);
@@ -100,13 +101,13 @@ Test(conf, verbose_values) {
 
 Test(conf, decay_ms_values) {
 	hp_run_t r = run_conf("decay_ms:0", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:0");
+	    "large_threshold:1048576,backing:thp,decay_ms:0" R);
 	hp_run_free(&r);
 	r = run_conf("decay_ms:-1", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:-1");
+	    "large_threshold:1048576,backing:thp,decay_ms:-1" R);
 	hp_run_free(&r);
 	r = run_conf("decay_ms:250", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:250");
+	    "large_threshold:1048576,backing:thp,decay_ms:250" R);
 	hp_run_free(&r);
 	const char *bad[] = {"decay_ms:-2", "decay_ms:1k", "decay_ms:soon",
 	    "decay_ms:3600001", "decay_ms:"};
@@ -114,6 +115,27 @@ Test(conf, decay_ms_values) {
 		r = run_conf(bad[i], "1", 1, DEFAULT_POLICY);
 		cr_assert(strstr(r.err, "decay_ms") && strstr(r.err, "default 5000"),
 		    "%s", r.err);
+		hp_run_free(&r);
+	}
+}
+
+Test(conf, reserve_values) {
+	hp_run_t r = run_conf("reserve:2g", "67108864", 0,
+	    "large_threshold:1048576,backing:thp,decay_ms:5000,"
+	    "reserve:2147483648");
+	cr_assert_eq(hp_kv(&r, "class"), 2);
+	hp_run_free(&r);
+	r = run_conf("reserve:64t", "67108864", 0,
+	    "large_threshold:1048576,backing:thp,decay_ms:5000,"
+	    "reserve:70368744177664");
+	cr_assert_eq(hp_kv(&r, "class"), 2);
+	hp_run_free(&r);
+	const char *bad[] = {"reserve:100m", "reserve:65t", "reserve:lots"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		r = run_conf(bad[i], "67108864", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, "reserve") && strstr(r.err, "default 1t"),
+		    "%s", r.err);
+		cr_assert_eq(hp_kv(&r, "class"), 2);
 		hp_run_free(&r);
 	}
 }
@@ -127,7 +149,7 @@ Test(conf, unknown_and_malformed_items) {
 	hp_run_free(&r);
 	/* Good items around bad ones still apply; each bad one is one line. */
 	r = run_conf("decay_ms:100,,x:1,large_threshold:2m,:3,", "1", 2,
-	    "large_threshold:2097152,backing:thp,decay_ms:100");
+	    "large_threshold:2097152,backing:thp,decay_ms:100" R);
 	hp_run_free(&r);
 }
 

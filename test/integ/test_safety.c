@@ -1,5 +1,7 @@
 /* Threads, fork, dlopen and start-up, under the library. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
 #include "harness.h"
 
 static void run_ok(const char *const *argv, const char *key, double want) {
@@ -32,6 +34,24 @@ Test(safety, no_thread_until_the_huge_class_is_used) {
 	cr_assert_eq(r.code, 0, "%s", r.err);
 	cr_assert_eq(hp_kv(&r, "threads_small_only"), 1);
 	cr_assert_geq(hp_kv(&r, "threads_after_huge"), 2, "no decay thread");
+	hp_run_free(&r);
+}
+
+/* Allocating past a 1 GiB reservation falls back to 4 KiB pages with one
+ * warning; growing a huge block past it moves the block; nothing is lost. */
+Test(safety, huge_class_out_of_space_falls_back) {
+	const char *env[] = {"HUGEPRELOAD_CONF=reserve:1g", NULL};
+	const char *argv[] = {hp_path("exhaust"), "16", "100", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "failed"), 0);
+	cr_assert_gt(hp_kv(&r, "huge"), 0);
+	cr_assert_gt(hp_kv(&r, "small"), 0, "nothing fell back:\n%s", r.out);
+	cr_assert_eq(hp_kv(&r, "realloc_ok"), 1);
+	cr_assert_eq(hp_kv(&r, "realloc_class"), 1, "moved to the small class");
+	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "falling back to 4 KiB pages"), "%s", r.err);
 	hp_run_free(&r);
 }
 

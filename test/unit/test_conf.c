@@ -17,7 +17,7 @@ static void collect(void *ctx, const char *msg) {
 static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	return a->large_threshold == b->large_threshold &&
 	    a->backing == b->backing && a->verbose == b->verbose &&
-	    a->decay_ms == b->decay_ms;
+	    a->decay_ms == b->decay_ms && a->reserve == b->reserve;
 }
 
 static hp_conf_t parse(const char *s, msgs_t *m) {
@@ -35,6 +35,7 @@ Test(conf, defaults) {
 	cr_assert_eq(c.backing, HP_BACKING_THP);
 	cr_assert_eq(c.verbose, false);
 	cr_assert_eq(c.decay_ms, 5000);
+	cr_assert_eq(c.reserve, (size_t)1 << 40);
 	c = parse("", &m);
 	cr_assert_eq(m.n, 0);
 }
@@ -60,12 +61,13 @@ Test(conf, sizes) {
 Test(conf, every_key_good) {
 	msgs_t m;
 	hp_conf_t c = parse("large_threshold:256k,backing:none,verbose:true,"
-	    "decay_ms:-1", &m);
+	    "decay_ms:-1,reserve:4g", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert_eq(c.large_threshold, 256 << 10);
 	cr_assert_eq(c.backing, HP_BACKING_NONE);
 	cr_assert_eq(c.verbose, true);
 	cr_assert_eq(c.decay_ms, -1);
+	cr_assert_eq(c.reserve, (size_t)4 << 30);
 	c = parse("decay_ms:3600000,backing:thp,verbose:false", &m);
 	cr_assert_eq(m.n, 0);
 	cr_assert_eq(c.decay_ms, 3600000);
@@ -75,7 +77,8 @@ Test(conf, every_key_good) {
 Test(conf, bad_values_keep_defaults) {
 	const char *bad[] = {"large_threshold:8k", "large_threshold:2t",
 	    "large_threshold:x", "backing:hugetlbfs", "backing:", "verbose:1",
-	    "verbose:TRUE", "decay_ms:-2", "decay_ms:5s", "decay_ms:99999999999"};
+	    "verbose:TRUE", "decay_ms:-2", "decay_ms:5s", "decay_ms:99999999999",
+	    "reserve:512m", "reserve:65t", "reserve:big"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		msgs_t m;
 		hp_conf_t c = parse(bad[i], &m), d;
@@ -114,7 +117,8 @@ Test(conf, last_value_wins) {
 
 Test(conf, describe_round_trips) {
 	msgs_t m;
-	hp_conf_t c = parse("large_threshold:3m,backing:none,decay_ms:9", &m), d;
+	hp_conf_t c = parse("large_threshold:3m,backing:none,decay_ms:9,"
+	    "reserve:2g", &m), d;
 	char buf[200];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);
