@@ -92,14 +92,21 @@ static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
     "bad value '%.*s' for %.*s in HUGEPRELOAD_CONF; using the default %s", \
     (int)vlen, v, (int)klen, k, dflt)
 
+/* A size in [min, max] into *out; false (and *out untouched) if not. */
+static bool size_in(const char *v, size_t vlen, size_t min, size_t max,
+    size_t *out) {
+	size_t n;
+	if (!hp_parse_size(v, vlen, &n) || n < min || n > max)
+		return false;
+	*out = n;
+	return true;
+}
+
 static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
     size_t vlen, hp_conf_report_t rep, void *ctx) {
 	if (is(k, klen, "large_threshold")) {
-		size_t n;
-		if (hp_parse_size(v, vlen, &n) && n >= HP_THRESHOLD_MIN &&
-		    n <= HP_THRESHOLD_MAX)
-			c->large_threshold = n;
-		else
+		if (!size_in(v, vlen, HP_THRESHOLD_MIN, HP_THRESHOLD_MAX,
+		    &c->large_threshold))
 			BAD("1m (range 16k..1t)");
 	} else if (is(k, klen, "backing")) {
 		if (is(v, vlen, "thp"))
@@ -122,11 +129,7 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 		else
 			BAD("5000 (-1 never, 0..3600000)");
 	} else if (is(k, klen, "reserve")) {
-		size_t n;
-		if (hp_parse_size(v, vlen, &n) && n >= HP_RESERVE_MIN &&
-		    n <= HP_RESERVE_MAX)
-			c->reserve = n;
-		else
+		if (!size_in(v, vlen, HP_RESERVE_MIN, HP_RESERVE_MAX, &c->reserve))
 			BAD("1t (range 1g..64t)");
 	} else {
 		report(rep, ctx, "unknown key '%.*s' in HUGEPRELOAD_CONF; "
