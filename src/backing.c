@@ -1,17 +1,33 @@
 /*
- * How huge-class memory is backed: what the kernel offers (probe), how a
- * run of 2 MiB pages of the reservation is made usable (map), and how a
- * run of whole, empty 2 MiB pages goes back to the kernel (zap).
+ * How huge-class memory is backed. Each run of 2 MiB pages that is about
+ * to be used walks the chain: pages from the hugetlbfs pool (reserved when
+ * mapped, so a short pool fails here and never raises SIGBUS later), else
+ * transparent huge pages (MADV_HUGEPAGE, MADV_COLLAPSE if asked), else
+ * 4 KiB pages. Also: what the kernel offers (probe) and how pages go back
+ * (zap).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include "internal.h"
 
-static int warned_madvise;
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+
+static int warned_madvise, warned_zap, warned_pool, warned_collapse;
+static bool thp_usable;                /* THP not 'never', or collapse on */
 
 /* Reads a small file into buf without stdio (no allocation). */
 static ssize_t read_small(const char *path, char *buf, size_t n) {
@@ -25,6 +41,11 @@ static ssize_t read_small(const char *path, char *buf, size_t n) {
 	close(fd);
 	buf[got < 0 ? 0 : got] = '\0';
 	return got;
+}
+
+static long read_long(const char *path) {
+	char buf[32];
+	return read_small(path, buf, sizeof buf) > 0 ? strtol(buf, NULL, 10) : -1;
 }
 
 /* The bracketed choice of a sysfs knob such as "always [madvise] never". */
@@ -41,53 +62,169 @@ static void sysfs_choice(const char *path, char *out, size_t n) {
 	out[len] = '\0';
 }
 
-static long meminfo_field(const char *buf, const char *key) {
-	const char *p = strstr(buf, key);
-	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+#define POOL_DIR "/sys/kernel/mm/hugepages/hugepages-"
+
+/* Pages of the pool of this page size that a new mapping can reserve. */
+long hp_backing_pool_avail(size_t page) {
+	const char *kb = page == HP_GIB ? "1048576kB" : "2048kB";
+	char path[96];
+	strcpy(path, POOL_DIR);
+	strcat(path, kb);
+	size_t dir = strlen(path);
+	strcpy(path + dir, "/free_hugepages");
+	long free_pages = read_long(path);
+	strcpy(path + dir, "/resv_hugepages");
+	long resv = read_long(path);
+	return free_pages < 0 || resv < 0 ? 0 : free_pages - resv;
 }
 
 void hp_backing_probe(hp_sys_t *s) {
-	char buf[8192];
+	char path[96];
 	sysfs_choice("/sys/kernel/mm/transparent_hugepage/enabled",
 	    s->thp_enabled, sizeof s->thp_enabled);
 	sysfs_choice("/sys/kernel/mm/transparent_hugepage/defrag",
 	    s->thp_defrag, sizeof s->thp_defrag);
-	s->hugetlb_total = s->hugetlb_free = -1;
-	if (read_small("/proc/meminfo", buf, sizeof buf) > 0) {
-		s->hugetlb_total = meminfo_field(buf, "HugePages_Total:");
-		s->hugetlb_free = meminfo_field(buf, "HugePages_Free:");
-	}
+	strcpy(path, POOL_DIR);
+	strcat(path, hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
+	strcat(path, "/nr_hugepages");
+	s->pool_total = read_long(path);
+	s->pool_avail = hp_backing_pool_avail(hp_conf.hugetlb_page);
+	thp_usable = hp_conf.collapse ||
+	    strcmp(s->thp_enabled, "always") == 0 ||
+	    strcmp(s->thp_enabled, "madvise") == 0;
 }
 
-const char *hp_backing_effective(const hp_sys_t *s) {
-	if (hp_conf.backing == HP_BACKING_NONE)
-		return "4k (backing:none)";
-	if (strcmp(s->thp_enabled, "always") == 0 ||
-	    strcmp(s->thp_enabled, "madvise") == 0)
-		return "thp";
-	return "4k (THP unavailable)";
+static bool wants_hugetlb(void) {
+	return hp_conf.backing == HP_BACKING_AUTO ||
+	    hp_conf.backing == HP_BACKING_HUGETLB;
 }
 
-bool hp_backing_map(void *addr, size_t len) {
-	if (mprotect(addr, len, PROT_READ | PROT_WRITE) != 0)
+/* The chain as it stands at start-up, for the verbose line. */
+const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n) {
+	const char *thp = hp_conf.backing == HP_BACKING_NONE ? "" : thp_usable ?
+	    (hp_conf.collapse ? "thp with collapse, then " : "thp, then ") :
+	    "no thp (THP never), ";
+	const char *page = hp_conf.hugetlb_page == HP_GIB ? "1g" : "2m";
+	if (wants_hugetlb() && (s->pool_avail > 0 ||
+	    hp_conf.backing == HP_BACKING_HUGETLB))
+		snprintf(buf, n, "hugetlb %s (pool %ld free of %ld), then %s4k",
+		    page, s->pool_avail, s->pool_total, thp);
+	else
+		snprintf(buf, n, "%s4k%s", thp, wants_hugetlb() ?
+		    " (no hugetlb pool)" : "");
+	return buf;
+}
+
+/*
+ * Maps len bytes of hugetlbfs pages of size page at addr, inside the
+ * reservation. The pages are mapped elsewhere first and moved in, so that
+ * a pool too short for them leaves the reservation as it was.
+ */
+static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
+	int shift = page == HP_GIB ? HP_GIB_SHIFT : HP_HUGE_SHIFT;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1, 0);
+	if (p == MAP_FAILED)
 		return false;
-	int advice = hp_conf.backing == HP_BACKING_THP ? MADV_HUGEPAGE :
-	    MADV_NOHUGEPAGE;
-	if (madvise(addr, len, advice) != 0)
-		hp_warn_once(&warned_madvise, "madvise(%s) failed (errno %d); "
-		    "the huge class stays on the kernel's default pages",
-		    advice == MADV_HUGEPAGE ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE",
-		    errno);
+	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+	    (void *)addr) == MAP_FAILED) {
+		munmap(p, len);
+		return false;
+	}
 	return true;
 }
 
-static int warned_zap;
-
-/* False if the pages could not be given back (mlock'ed memory, say). */
-bool hp_backing_zap(void *addr, size_t len) {
-	if (madvise(addr, len, MADV_DONTNEED) == 0)
+bool hp_backing_map_gib(uintptr_t addr) {
+	if (!wants_hugetlb())
+		return false;
+	if (hp_backing_pool_avail(HP_GIB) >= 1 &&
+	    map_hugetlb(addr, HP_GIB, HP_GIB))
 		return true;
-	hp_warn_once(&warned_zap, "madvise(MADV_DONTNEED) failed (errno %d); "
-	    "free huge pages stay resident", errno);
+	if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_1g)
+		hp_warn_once(&warned_pool, "the 1 GiB hugetlb pool has no free "
+		    "pages; new huge-class regions go to %s (said once)",
+		    thp_usable ? "THP" : "4 KiB pages");
 	return false;
+}
+
+/* Faults in and collapses fresh THP pages, so they are huge whatever the
+ * fault path would have done (defrag never, THP never). */
+void hp_backing_collapse(uintptr_t addr, size_t len) {
+	if (madvise((void *)addr, len, MADV_POPULATE_WRITE) != 0 ||
+	    madvise((void *)addr, len, MADV_COLLAPSE) != 0)
+		hp_warn_once(&warned_collapse, "MADV_COLLAPSE failed (errno %d); "
+		    "some pages may stay on 4 KiB", errno);
+}
+
+size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
+	if (wants_hugetlb() && hp_conf.hugetlb_page == HP_HUGE) {
+		long avail = hp_backing_pool_avail(HP_HUGE);
+		size_t take = avail > 0 ? (size_t)avail * HP_HUGE : 0;
+		if (take > len)
+			take = len;
+		/* Other processes race for the pool: halve on failure. */
+		for (; take >= HP_HUGE; take = (take / 2) & ~(HP_HUGE - 1))
+			if (map_hugetlb(addr, take, HP_HUGE)) {
+				*type = HP_MAP_HUGETLB_2M;
+				return take;
+			}
+		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
+			hp_warn_once(&warned_pool, "the hugetlb pool has no free "
+			    "pages; new huge-class regions go to %s (said once)",
+			    thp_usable ? "THP" : "4 KiB pages");
+	}
+	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
+		return 0;
+	bool huge = hp_conf.backing != HP_BACKING_NONE && thp_usable;
+	if (madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
+	    MADV_NOHUGEPAGE) != 0)
+		hp_warn_once(&warned_madvise, "madvise(%s) failed (errno %d); "
+		    "the huge class stays on the kernel's default pages",
+		    huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE", errno);
+	*type = huge ? HP_MAP_THP : HP_MAP_4K;
+	return len;
+}
+
+/* Gives back a run of whole, empty pages of one type; false if it could
+ * not (mlock'ed memory, say). hugetlb pages are unmapped to PROT_NONE,
+ * which returns them, and their reservation, to the pool. */
+bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
+	bool ok;
+	if (type == HP_MAP_HUGETLB_2M || type == HP_MAP_HUGETLB_1G)
+		ok = mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
+		    MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED;
+	else
+		ok = madvise((void *)addr, len, MADV_DONTNEED) == 0;
+	if (!ok)
+		hp_warn_once(&warned_zap, "could not give back free huge pages "
+		    "(errno %d); they stay resident", errno);
+	return ok;
+}
+
+/*
+ * Moves the hugetlb pages at [addr, addr + len) onto THP memory, keeping
+ * their contents: the pool pages go back. Used before fork, so that the
+ * pool can back every copy-on-write that follows.
+ */
+bool hp_backing_migrate(uintptr_t addr, size_t len) {
+	char *raw = mmap(NULL, len + HP_HUGE, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return false;
+	char *tmp = (char *)(((uintptr_t)raw + HP_HUGE - 1) & ~(HP_HUGE - 1));
+	if (tmp != raw)
+		munmap(raw, (size_t)(tmp - raw));
+	munmap(tmp + len, HP_HUGE - (size_t)(tmp - raw));
+	madvise(tmp, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	memcpy(tmp, (void *)addr, len);
+	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+	    (void *)addr) == MAP_FAILED) {
+		munmap(tmp, len);
+		return false;
+	}
+	return true;
+}
+
+bool hp_backing_thp_usable(void) {
+	return thp_usable && hp_conf.backing != HP_BACKING_NONE;
 }

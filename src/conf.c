@@ -24,7 +24,9 @@
 
 void hp_conf_defaults(hp_conf_t *c) {
 	c->large_threshold = HP_THRESHOLD_DEFAULT;
-	c->backing = HP_BACKING_THP;
+	c->backing = HP_BACKING_AUTO;
+	c->hugetlb_page = HP_HUGE;
+	c->collapse = false;
 	c->verbose = false;
 	c->decay_ms = HP_DECAY_DEFAULT;
 	c->reserve = HP_RESERVE_DEFAULT;
@@ -77,6 +79,25 @@ static bool is(const char *s, size_t len, const char *word) {
 	return strlen(word) == len && memcmp(s, word, len) == 0;
 }
 
+static const char *const backing_names[] = {"auto", "hugetlb", "thp", "none",
+    NULL};
+
+/* The index of v in names, or -1. */
+static int word(const char *v, size_t vlen, const char *const *names) {
+	for (int i = 0; names[i] != NULL; i++)
+		if (is(v, vlen, names[i]))
+			return i;
+	return -1;
+}
+
+static bool boolean(const char *v, size_t vlen, bool *out) {
+	static const char *const names[] = {"false", "true", NULL};
+	int b = word(v, vlen, names);
+	if (b >= 0)
+		*out = b == 1;
+	return b >= 0;
+}
+
 static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
@@ -109,18 +130,23 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 		    &c->large_threshold))
 			BAD("1m (range 16k..1t)");
 	} else if (is(k, klen, "backing")) {
-		if (is(v, vlen, "thp"))
-			c->backing = HP_BACKING_THP;
-		else if (is(v, vlen, "none"))
-			c->backing = HP_BACKING_NONE;
+		int b = word(v, vlen, backing_names);
+		if (b >= 0)
+			c->backing = (hp_backing_t)b;
 		else
-			BAD("thp (thp|none)");
+			BAD("auto (auto|hugetlb|thp|none)");
+	} else if (is(k, klen, "hugetlb_size")) {
+		if (is(v, vlen, "2m"))
+			c->hugetlb_page = HP_HUGE;
+		else if (is(v, vlen, "1g"))
+			c->hugetlb_page = HP_GIB;
+		else
+			BAD("2m (2m|1g)");
+	} else if (is(k, klen, "collapse")) {
+		if (!boolean(v, vlen, &c->collapse))
+			BAD("false (true|false)");
 	} else if (is(k, klen, "verbose")) {
-		if (is(v, vlen, "true"))
-			c->verbose = true;
-		else if (is(v, vlen, "false"))
-			c->verbose = false;
-		else
+		if (!boolean(v, vlen, &c->verbose))
 			BAD("false (true|false)");
 	} else if (is(k, klen, "decay_ms")) {
 		long n;
@@ -161,7 +187,8 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 }
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
-	return snprintf(buf, n, "large_threshold:%zu,backing:%s,decay_ms:%ld,"
-	    "reserve:%zu", c->large_threshold, c->backing == HP_BACKING_THP ?
-	    "thp" : "none", c->decay_ms, c->reserve);
+	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
+	    "collapse:%s,decay_ms:%ld,reserve:%zu", c->large_threshold,
+	    backing_names[c->backing], c->hugetlb_page == HP_GIB ? "1g" : "2m",
+	    c->collapse ? "true" : "false", c->decay_ms, c->reserve);
 }

@@ -66,8 +66,7 @@ static void h_destroy(extent_hooks_t *h, void *addr, size_t size,
 static bool h_commit(extent_hooks_t *h, void *addr, size_t size,
     size_t off, size_t len, unsigned ind) {
 	(void)h, (void)size, (void)ind;
-	hp_region_reuse((char *)addr + off, len);
-	return false;
+	return !hp_region_reuse((char *)addr + off, len);   /* true: failed */
 }
 
 static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include "internal.h"
 #include "je.h"
@@ -36,22 +37,26 @@ static void start(void) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
 	bool huge = hp_region_init(hp_conf.reserve) && hp_huge_init(&hp_conf);
-	pthread_atfork(NULL, NULL, atfork_child);
-	if (!huge)
+	pthread_atfork(hp_region_prefork, NULL, atfork_child);
+	char chain[160];
+	hp_backing_describe(&sys, chain, sizeof chain);
+	/* One line: the policy when verbose, else only what went wrong. */
+	bool no_huge = hp_conf.backing != HP_BACKING_NONE &&
+	    strncmp(chain, "hugetlb", 7) != 0 && !hp_backing_thp_usable();
+	if (hp_conf.verbose) {
+		char policy[200];
+		hp_conf_describe(&hp_conf, policy, sizeof policy);
+		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s); "
+		    "small class on 4k (MADV_NOHUGEPAGE)", policy, huge ? chain :
+		    "4k (no address space reserved)", sys.thp_enabled,
+		    sys.thp_defrag);
+	} else if (!huge) {
 		hp_log("could not reserve address space for the huge class; "
 		    "all memory stays on 4 KiB pages");
-	else if (hp_conf.backing == HP_BACKING_THP &&
-	    hp_backing_effective(&sys)[0] != 't')
-		hp_log("transparent huge pages are '%s'; the huge class "
-		    "falls back to 4 KiB pages", sys.thp_enabled);
-	if (hp_conf.verbose) {
-		char policy[160];
-		hp_conf_describe(&hp_conf, policy, sizeof policy);
-		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s, "
-		    "hugetlb pool %ld free of %ld), small class on 4k "
-		    "(MADV_NOHUGEPAGE)", policy, huge ? hp_backing_effective(&sys)
-		    : "4k (no reservation)", sys.thp_enabled, sys.thp_defrag,
-		    sys.hugetlb_free, sys.hugetlb_total);
+	} else if (no_huge) {
+		hp_log("transparent huge pages are '%s' and no hugetlb pool is "
+		    "reserved; the huge class falls back to 4 KiB pages",
+		    sys.thp_enabled);
 	}
 	__atomic_store_n(&hp_threshold, huge ? hp_conf.large_threshold :
 	    SIZE_MAX, __ATOMIC_RELEASE);

@@ -37,7 +37,8 @@ extern hp_region_t hp_region;
 bool hp_region_init(size_t want);
 void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
-void hp_region_reuse(void *addr, size_t len);
+bool hp_region_reuse(void *addr, size_t len);
+void hp_region_prefork(void);
 void hp_region_atfork_child(void);
 static inline bool hp_region_contains(const void *p) {
 	return (uintptr_t)p - hp_region.base < hp_region.size;
@@ -53,12 +54,19 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
 typedef struct {
 	char thp_enabled[16];    /* always | madvise | never | absent */
 	char thp_defrag[16];
-	long hugetlb_total, hugetlb_free;
+	long pool_total, pool_avail;   /* of the configured hugetlb size */
 } hp_sys_t;
 void hp_backing_probe(hp_sys_t *s);
-bool hp_backing_map(void *addr, size_t len);
-bool hp_backing_zap(void *addr, size_t len);
-const char *hp_backing_effective(const hp_sys_t *s);
+const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n);
+long hp_backing_pool_avail(size_t page);
+/* Maps a prefix of the PROT_NONE run [addr, addr + len) with the best
+ * backing available; returns its length (0 on failure) and its type. */
+size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type);
+bool hp_backing_map_gib(uintptr_t addr);
+void hp_backing_collapse(uintptr_t addr, size_t len);
+bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
+bool hp_backing_migrate(uintptr_t addr, size_t len);
+bool hp_backing_thp_usable(void);
 
 /* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */
 const char *hp_small_jemalloc_conf(const hp_conf_t *c);

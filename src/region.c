@@ -1,9 +1,10 @@
 /*
- * The huge-class reservation: one PROT_NONE range, 2 MiB aligned, that
- * the huge arenas' extent hooks carve from the bottom up. Pages are made
- * accessible in whole 2 MiB units, and a per-2 MiB bitmap tracks which
- * 4 KiB subpages jemalloc holds, so that memory goes back to the kernel
- * only in whole huge pages: the allocator never splits one.
+ * The huge-class reservation: one PROT_NONE range, 2 MiB aligned (1 GiB
+ * with 1 GiB pages), that the huge arena's extent hooks carve from the
+ * bottom up. A 2 MiB page is mapped (backing.c picks how) when jemalloc
+ * first commits part of it, and a per-2 MiB bitmap tracks which 4 KiB
+ * subpages jemalloc holds, so that memory goes back to the kernel only in
+ * whole huge pages: the allocator never splits one.
  */
 #include <pthread.h>
 #include <string.h>
@@ -23,15 +24,16 @@ bool hp_region_init(size_t want) {
 	for (size_t size = want; size >= HP_RESERVE_MIN; size >>= 1) {
 		/* PROT_NONE is not charged to the commit limit; mprotect()
 		 * charges each part as it is made accessible. */
-		char *raw = mmap(NULL, size + HP_HUGE, PROT_NONE,
+		size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE;
+		char *raw = mmap(NULL, size + align, PROT_NONE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (raw == MAP_FAILED)
 			continue;
-		uintptr_t base = align_up((uintptr_t)raw, HP_HUGE);
+		uintptr_t base = align_up((uintptr_t)raw, align);
 		size_t head = base - (uintptr_t)raw;
 		if (head)
 			munmap(raw, head);
-		munmap((char *)base + size, HP_HUGE - head);
+		munmap((char *)base + size, align - head);
 
 		size_t meta = align_up((size >> HP_HUGE_SHIFT) *
 		    sizeof(hp_hpage_t), HP_PAGE);
@@ -42,7 +44,7 @@ bool hp_region_init(size_t want) {
 			return false;
 		}
 		hp_region.pages = pages;
-		hp_region.bump = hp_region.mapped_end = base;
+		hp_region.bump = hp_region.carved_end = base;
 		hp_region.base = base;
 		hp_region.size = size;
 		return true;
@@ -114,7 +116,71 @@ static bool bit(const uint64_t *m, unsigned i) {
 	return (m[i / 64] >> (i % 64)) & 1;
 }
 
-static void reuse_locked(uintptr_t a, size_t len) {
+/* Maps every PROT_NONE 2 MiB page that [a, e) touches. With 1 GiB pages,
+ * a wholly unmapped GiB is first offered to the 1 GiB pool. */
+static bool map_locked(uintptr_t a, uintptr_t e) {
+	uintptr_t end = align_up(e, HP_HUGE);
+	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < end;) {
+		if (page_of(hp)->map != HP_MAP_NONE) {
+			hp += HP_HUGE;
+			continue;
+		}
+		if (hp_conf.hugetlb_page == HP_GIB) {
+			uintptr_t g = hp & ~(HP_GIB - 1);
+			bool free_gib = g >= hp_region.base &&
+			    g + HP_GIB <= hp_region.base + hp_region.size;
+			for (uintptr_t q = g; free_gib && q < g + HP_GIB; q += HP_HUGE)
+				free_gib = q >= hp_region.carved_end ||
+				    page_of(q)->map == HP_MAP_NONE;
+			if (free_gib && hp_backing_map_gib(g)) {
+				for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE)
+					page_of(q)->map = HP_MAP_HUGETLB_1G;
+				hp_region.hugetlb_1g++;
+				hp = g + HP_GIB;
+				continue;
+			}
+		}
+		uintptr_t run = hp;
+		while (run < end && page_of(run)->map == HP_MAP_NONE)
+			run += HP_HUGE;
+		hp_map_t type;
+		size_t got = hp_backing_map(hp, run - hp, &type);
+		if (got == 0)
+			return false;
+		for (uintptr_t q = hp; q < hp + got; q += HP_HUGE) {
+			page_of(q)->map = (uint8_t)type;
+			page_of(q)->populated = false;
+		}
+		if (type == HP_MAP_HUGETLB_2M)
+			hp_region.hugetlb_2m += got >> HP_HUGE_SHIFT;
+		hp = hp + got;
+	}
+	return true;
+}
+
+/* With collapse:true, THP pages still empty are faulted in and collapsed
+ * as they are first used. */
+static void collapse_locked(uintptr_t a, uintptr_t e) {
+	uintptr_t run = 0, end = align_up(e, HP_HUGE);
+	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp <= end; hp += HP_HUGE) {
+		bool fresh = hp < end && page_of(hp)->map == HP_MAP_THP &&
+		    !page_of(hp)->populated;
+		if (fresh) {
+			page_of(hp)->populated = true;
+			if (run == 0)
+				run = hp;
+		} else if (run != 0) {
+			hp_backing_collapse(run, hp - run);
+			run = 0;
+		}
+	}
+}
+
+static bool reuse_locked(uintptr_t a, size_t len) {
+	if (!map_locked(a, a + len))
+		return false;
+	if (hp_conf.collapse)
+		collapse_locked(a, a + len);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < a + len; hp += HP_HUGE) {
 		unsigned first, n;
 		uint64_t zero[HP_SUBWORDS];
@@ -131,72 +197,134 @@ static void reuse_locked(uintptr_t a, size_t len) {
 				    0, (size_t)(j - i) << HP_PAGE_SHIFT);
 		}
 	}
+	return true;
 }
 
 void *hp_region_alloc(size_t size, size_t align, bool commit) {
 	void *ret = NULL;
 	if (align < HP_PAGE)
 		align = HP_PAGE;
+	/* With 1 GiB pages, a request of half a GiB or more gets a GiB of
+	 * its own, so that one 1 GiB page can back it. */
+	if (hp_conf.hugetlb_page == HP_GIB && size >= HP_GIB / 2 &&
+	    align < HP_GIB)
+		align = HP_GIB;
 	pthread_mutex_lock(&region_lock);
 	uintptr_t start = align_up(hp_region.bump, align), end = start + size;
 	if (end < start || end > hp_region.base + hp_region.size)
 		goto out;
-	if (end > hp_region.mapped_end) {
-		uintptr_t new_end = align_up(end, HP_HUGE);
-		if (!hp_backing_map((void *)hp_region.mapped_end,
-		    new_end - hp_region.mapped_end))
-			goto out;
-		for (uintptr_t hp = hp_region.mapped_end; hp < new_end;
-		    hp += HP_HUGE) {
-			hp_hpage_t *pg = page_of(hp);
-			memset(pg->released, 0xff, sizeof pg->released);
-			memset(pg->dirty, 0, sizeof pg->dirty);
-			pg->nreleased = HP_SUBPAGES;
-		}
-		hp_region.mapped_end = new_end;
+	/* Pages first carved start empty: every subpage released. */
+	for (; hp_region.carved_end < end; hp_region.carved_end += HP_HUGE) {
+		hp_hpage_t *pg = page_of(hp_region.carved_end);
+		memset(pg->released, 0xff, sizeof pg->released);
+		memset(pg->dirty, 0, sizeof pg->dirty);
+		pg->nreleased = HP_SUBPAGES;
 	}
+	if (commit && !reuse_locked(start, size))
+		goto out;
 	hp_region.bump = end;
-	if (commit)
-		reuse_locked(start, size);
 	ret = (void *)start;
 out:
 	pthread_mutex_unlock(&region_lock);
 	return ret;
 }
 
-/* Gives back the run [zap, end) of empty pages. Their dirty bits are
- * cleared only once that worked: until then they may hold old bytes, and
- * a fork child that copies them sees them as dirty still. */
-static void zap_run(uintptr_t zap, uintptr_t end) {
-	if (!hp_backing_zap((void *)zap, end - zap))
+/* True if every 2 MiB page of the GiB that holds hp is empty. */
+static bool gib_empty(uintptr_t hp) {
+	uintptr_t g = hp & ~(HP_GIB - 1);
+	for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE)
+		if (page_of(q)->nreleased < HP_SUBPAGES)
+			return false;
+	return true;
+}
+
+/* Gives back the empty pages [zap, end), all of one type. Their dirty
+ * bits are cleared only once that worked: until then they may hold old
+ * bytes, and a fork child that copies them sees them as dirty still. */
+static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
+	if (type == HP_MAP_HUGETLB_1G) {
+		/* Only a whole empty GiB can go back to the 1 GiB pool. */
+		uintptr_t g = zap & ~(HP_GIB - 1);
+		if (!gib_empty(zap) || !hp_backing_zap(g, HP_GIB, type))
+			return;
+		for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+			hpage_zapped(page_of(q));
+			page_of(q)->map = HP_MAP_NONE;
+		}
+		hp_region.hugetlb_1g--;
+		return;
+	}
+	if (!hp_backing_zap(zap, end - zap, type))
 		return;                  /* reuse will zero them instead */
-	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE)
+	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE) {
 		hpage_zapped(page_of(hp));
+		page_of(hp)->populated = false;
+		if (type == HP_MAP_HUGETLB_2M)
+			page_of(hp)->map = HP_MAP_NONE;
+	}
+	if (type == HP_MAP_HUGETLB_2M)
+		hp_region.hugetlb_2m -= (end - zap) >> HP_HUGE_SHIFT;
 }
 
 void hp_region_release(void *addr, size_t len) {
 	uintptr_t a = (uintptr_t)addr, zap = 0, zap_end = 0;
+	hp_map_t zap_type = HP_MAP_NONE;
 	pthread_mutex_lock(&region_lock);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < a + len; hp += HP_HUGE) {
 		unsigned first, n;
 		span(hp, a, a + len, &first, &n);
-		if (!hp_hpage_release(page_of(hp), first, n))
+		hp_hpage_t *pg = page_of(hp);
+		if (!hp_hpage_release(pg, first, n) || pg->map == HP_MAP_NONE)
 			continue;
-		if (hp != zap_end) {             /* batch adjacent pages */
+		if (hp != zap_end || pg->map != zap_type) {   /* batch runs */
 			if (zap_end)
-				zap_run(zap, zap_end);
+				zap_run(zap, zap_end, zap_type);
 			zap = hp;
+			zap_type = (hp_map_t)pg->map;
 		}
 		zap_end = hp + HP_HUGE;
 	}
 	if (zap_end)
-		zap_run(zap, zap_end);
+		zap_run(zap, zap_end, zap_type);
 	pthread_mutex_unlock(&region_lock);
 }
 
-void hp_region_reuse(void *addr, size_t len) {
+bool hp_region_reuse(void *addr, size_t len) {
 	pthread_mutex_lock(&region_lock);
-	reuse_locked((uintptr_t)addr, len);
+	bool ok = reuse_locked((uintptr_t)addr, len);
+	pthread_mutex_unlock(&region_lock);
+	return ok;
+}
+
+/*
+ * Before fork: a private hugetlb page shared with a child needs a free
+ * pool page when either side first writes it; without one the kernel
+ * kills the child with SIGBUS. So the pool must have as many available
+ * pages as this process holds: if it has not, hugetlb pages are moved to
+ * THP memory (contents kept) until it has.
+ */
+static void prefork_size(size_t page, hp_map_t type, size_t *held) {
+	if (*held == 0)
+		return;
+	long avail = hp_backing_pool_avail(page);
+	size_t step = page == HP_GIB ? HP_GIB : HP_HUGE;
+	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end &&
+	    (long)*held > avail; hp += step) {
+		if (page_of(hp)->map != type || !hp_backing_migrate(hp, step))
+			continue;
+		for (uintptr_t q = hp; q < hp + step; q += HP_HUGE) {
+			page_of(q)->map = HP_MAP_THP;
+			page_of(q)->populated = true;
+		}
+		(*held)--;
+		avail++;
+	}
+}
+
+void hp_region_prefork(void) {
+	pthread_mutex_lock(&region_lock);
+	prefork_size(HP_HUGE, HP_MAP_HUGETLB_2M, &hp_region.hugetlb_2m);
+	prefork_size(HP_GIB, HP_MAP_HUGETLB_1G, &hp_region.hugetlb_1g);
 	pthread_mutex_unlock(&region_lock);
 }
 

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include "harness.h"
 
-#define DEFAULT_POLICY "large_threshold:1048576,backing:thp,decay_ms:5000,reserve:1099511627776"
-#define R ",reserve:1099511627776"
+/* The policy string: threshold, backing, then the rest at defaults. */
+#define POL(t, b, d) "large_threshold:" t ",backing:" b \
+	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776"
+#define DEFAULT_POLICY POL("1048576", "auto", "5000")
 
 /* Runs policy BYTES under CONF; checks its output has POLICY and exactly
  * WARN lines from hugepreload on stderr. */
@@ -37,21 +39,21 @@ Test(conf, defaults) {
 
 Test(conf, large_threshold_good_values) {
 	hp_run_t r = run_conf("large_threshold:128m", "67108864", 0,
-	    "large_threshold:134217728,backing:thp,decay_ms:5000" R);
+	    POL("134217728", "auto", "5000"));
 	cr_assert_eq(hp_kv(&r, "class"), 1, "64 MiB under a 128m threshold");
 	cr_assert_eq(hp_kv(&r, "nh"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:64K", "65536", 0,
-	    "large_threshold:65536,backing:thp,decay_ms:5000" R);
+	    POL("65536", "auto", "5000"));
 	cr_assert_eq(hp_kv(&r, "class"), 2, "64 KiB at a 64K threshold");
 	cr_assert_eq(hp_kv(&r, "hg"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:1g", "1048576", 0,
-	    "large_threshold:1073741824,backing:thp,decay_ms:5000" R);
+	    POL("1073741824", "auto", "5000"));
 	cr_assert_eq(hp_kv(&r, "class"), 1);
 	hp_run_free(&r);
 	r = run_conf("large_threshold:300000", "300000", 0,
-	    "large_threshold:300000,backing:thp,decay_ms:5000" R);
+	    POL("300000", "auto", "5000"));
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 }
@@ -72,11 +74,11 @@ Test(conf, large_threshold_bad_values) {
 
 Test(conf, backing_values) {
 	hp_run_t r = run_conf("backing:none", "8388608", 0,
-	    "large_threshold:1048576,backing:none,decay_ms:5000" R);
+	    POL("1048576", "none", "5000"));
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	cr_assert_eq(hp_kv(&r, "nh"), 1);
 	hp_run_free(&r);
-	r = run_conf("backing:thp", "8388608", 0, DEFAULT_POLICY);
+	r = run_conf("backing:thp", "8388608", 0, POL("1048576", "thp", "5000"));
 	cr_assert_eq(hp_kv(&r, "hg"), 1);
 	hp_run_free(&r);
 	r = run_conf("backing:huge", "8388608", 1, DEFAULT_POLICY);
@@ -89,7 +91,7 @@ Test(conf, verbose_values) {
 	hp_run_t r = run_conf("verbose:true", "1", 1, DEFAULT_POLICY);
 	cr_assert(strstr(r.err, "hugepreload: policy " DEFAULT_POLICY),
 	    "%s", r.err);
-	cr_assert(strstr(r.err, "huge class on thp"), "%s", r.err);
+	cr_assert(strstr(r.err, "huge class on thp, then 4k"), "%s", r.err);
 	cr_assert(strstr(r.err, "small class on 4k"), "%s", r.err);
 	hp_run_free(&r);
 	r = run_conf("verbose:false", "1", 0, DEFAULT_POLICY);
@@ -101,13 +103,13 @@ Test(conf, verbose_values) {
 
 Test(conf, decay_ms_values) {
 	hp_run_t r = run_conf("decay_ms:0", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:0" R);
+	    POL("1048576", "auto", "0"));
 	hp_run_free(&r);
 	r = run_conf("decay_ms:-1", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:-1" R);
+	    POL("1048576", "auto", "-1"));
 	hp_run_free(&r);
 	r = run_conf("decay_ms:250", "1", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:250" R);
+	    POL("1048576", "auto", "250"));
 	hp_run_free(&r);
 	const char *bad[] = {"decay_ms:-2", "decay_ms:1k", "decay_ms:soon",
 	    "decay_ms:3600001", "decay_ms:"};
@@ -121,13 +123,13 @@ Test(conf, decay_ms_values) {
 
 Test(conf, reserve_values) {
 	hp_run_t r = run_conf("reserve:2g", "67108864", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:5000,"
-	    "reserve:2147483648");
+	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
+	    "collapse:false,decay_ms:5000,reserve:2147483648");
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	r = run_conf("reserve:64t", "67108864", 0,
-	    "large_threshold:1048576,backing:thp,decay_ms:5000,"
-	    "reserve:70368744177664");
+	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
+	    "collapse:false,decay_ms:5000,reserve:70368744177664");
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	const char *bad[] = {"reserve:100m", "reserve:65t", "reserve:lots"};
@@ -149,7 +151,7 @@ Test(conf, unknown_and_malformed_items) {
 	hp_run_free(&r);
 	/* Good items around bad ones still apply; each bad one is one line. */
 	r = run_conf("decay_ms:100,,x:1,large_threshold:2m,:3,", "1", 2,
-	    "large_threshold:2097152,backing:thp,decay_ms:100" R);
+	    POL("2097152", "auto", "100"));
 	hp_run_free(&r);
 }
 

@@ -17,7 +17,8 @@ static void collect(void *ctx, const char *msg) {
 static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	return a->large_threshold == b->large_threshold &&
 	    a->backing == b->backing && a->verbose == b->verbose &&
-	    a->decay_ms == b->decay_ms && a->reserve == b->reserve;
+	    a->decay_ms == b->decay_ms && a->reserve == b->reserve &&
+	    a->hugetlb_page == b->hugetlb_page && a->collapse == b->collapse;
 }
 
 static hp_conf_t parse(const char *s, msgs_t *m) {
@@ -32,7 +33,9 @@ Test(conf, defaults) {
 	msgs_t m;
 	hp_conf_t c = parse(NULL, &m);
 	cr_assert_eq(c.large_threshold, 1 << 20);
-	cr_assert_eq(c.backing, HP_BACKING_THP);
+	cr_assert_eq(c.backing, HP_BACKING_AUTO);
+	cr_assert_eq(c.hugetlb_page, (size_t)2 << 20);
+	cr_assert_eq(c.collapse, false);
 	cr_assert_eq(c.verbose, false);
 	cr_assert_eq(c.decay_ms, 5000);
 	cr_assert_eq(c.reserve, (size_t)1 << 40);
@@ -72,13 +75,25 @@ Test(conf, every_key_good) {
 	cr_assert_eq(m.n, 0);
 	cr_assert_eq(c.decay_ms, 3600000);
 	cr_assert_eq(c.backing, HP_BACKING_THP);
+	c = parse("backing:hugetlb,hugetlb_size:1g,collapse:true", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.backing, HP_BACKING_HUGETLB);
+	cr_assert_eq(c.hugetlb_page, (size_t)1 << 30);
+	cr_assert(c.collapse);
+	c = parse("backing:auto,hugetlb_size:2m,collapse:false", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.backing, HP_BACKING_AUTO);
+	cr_assert_eq(c.hugetlb_page, (size_t)2 << 20);
+	cr_assert_not(c.collapse);
 }
 
 Test(conf, bad_values_keep_defaults) {
 	const char *bad[] = {"large_threshold:8k", "large_threshold:2t",
 	    "large_threshold:x", "backing:hugetlbfs", "backing:", "verbose:1",
 	    "verbose:TRUE", "decay_ms:-2", "decay_ms:5s", "decay_ms:99999999999",
-	    "reserve:512m", "reserve:65t", "reserve:big"};
+	    "reserve:512m", "reserve:65t", "reserve:big", "backing:THP",
+	    "backing:hugetlbfs", "hugetlb_size:4m", "hugetlb_size:1G",
+	    "hugetlb_size:", "collapse:yes", "collapse:"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		msgs_t m;
 		hp_conf_t c = parse(bad[i], &m), d;
@@ -117,8 +132,8 @@ Test(conf, last_value_wins) {
 
 Test(conf, describe_round_trips) {
 	msgs_t m;
-	hp_conf_t c = parse("large_threshold:3m,backing:none,decay_ms:9,"
-	    "reserve:2g", &m), d;
+	hp_conf_t c = parse("large_threshold:3m,backing:hugetlb,decay_ms:9,"
+	    "reserve:2g,hugetlb_size:1g,collapse:true", &m), d;
 	char buf[200];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);

@@ -6,7 +6,8 @@
 #include <sys/mman.h>
 #include "internal.h"
 
-hp_conf_t hp_conf = {.large_threshold = 1 << 20, .backing = HP_BACKING_THP};
+hp_conf_t hp_conf = {.large_threshold = 1 << 20, .backing = HP_BACKING_THP,
+    .hugetlb_page = HP_HUGE};
 
 static hp_hpage_t fresh(void) {
 	hp_hpage_t pg;
@@ -82,6 +83,8 @@ static long rss_kb_of(const void *p) {
 }
 
 Test(region, carve_release_reuse) {
+	hp_sys_t sys;
+	hp_backing_probe(&sys);
 	cr_assert(hp_region_init((size_t)1 << 32));
 	cr_assert_eq(hp_region.base % HP_HUGE, 0);
 	cr_assert_eq(hp_region.size, (size_t)1 << 32);
@@ -89,9 +92,16 @@ Test(region, carve_release_reuse) {
 	char *a = hp_region_alloc(3 << 20, HP_PAGE, true);
 	cr_assert_eq((uintptr_t)a, hp_region.base);
 	cr_assert(hp_region_contains(a) && !hp_region_contains(&a));
-	cr_assert_eq(hp_region.mapped_end - hp_region.base, 4 << 20);
+	cr_assert_eq(hp_region.pages[0].map, HP_MAP_THP, "mapped on commit");
+	cr_assert_eq(hp_region.pages[1].map, HP_MAP_THP);
+	cr_assert_eq(hp_region.pages[2].map, HP_MAP_NONE);
 	char *b = hp_region_alloc(1 << 20, HP_PAGE, true);
 	cr_assert_eq(b, a + (3 << 20), "contiguous");
+	char *u = hp_region_alloc(4 << 20, HP_PAGE, false);
+	cr_assert_eq(hp_region.pages[2].map, HP_MAP_NONE, "uncommitted: unmapped");
+	cr_assert(hp_region_reuse(u, 1 << 20));
+	cr_assert_eq(hp_region.pages[2].map, HP_MAP_THP);
+	cr_assert_eq(hp_region.pages[3].map, HP_MAP_NONE);
 	memset(a, 0x77, 4 << 20);
 	long full = rss_kb_of(a);
 	cr_assert_geq(full, 4 * 1024);
