@@ -47,7 +47,7 @@ $(BUILD):
 ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
-	dlopen boot lazythread exhaust
+	dlopen boot lazythread exhaust pool_threads forkcow
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c

@@ -117,7 +117,9 @@ static bool bit(const uint64_t *m, unsigned i) {
 }
 
 /* Maps every PROT_NONE 2 MiB page that [a, e) touches. With 1 GiB pages,
- * a wholly unmapped GiB is first offered to the 1 GiB pool. */
+ * a wholly unmapped GiB that [a, e) covers at least half of is first
+ * offered to the 1 GiB pool: those pages are scarce, and small commits
+ * (jemalloc's own metadata, say) must not take them. */
 static bool map_locked(uintptr_t a, uintptr_t e) {
 	uintptr_t end = align_up(e, HP_HUGE);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < end;) {
@@ -127,7 +129,9 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 		}
 		if (hp_conf.hugetlb_page == HP_GIB) {
 			uintptr_t g = hp & ~(HP_GIB - 1);
-			bool free_gib = g >= hp_region.base &&
+			uintptr_t lo = a > g ? a : g;
+			uintptr_t hi = e < g + HP_GIB ? e : g + HP_GIB;
+			bool free_gib = g >= hp_region.base && hi - lo >= HP_GIB / 2 &&
 			    g + HP_GIB <= hp_region.base + hp_region.size;
 			for (uintptr_t q = g; free_gib && q < g + HP_GIB; q += HP_HUGE)
 				free_gib = q >= hp_region.carved_end ||

@@ -9,16 +9,19 @@
 #include <string.h>
 #include "probe.h"
 
-/* RSS and AnonHugePages summed over the mappings flagged hg. */
-static void hg_totals(long *rss, long *huge) {
+/* RSS and AnonHugePages summed over the mappings flagged hg, and
+ * Private_Hugetlb over all mappings. */
+static void hg_totals(long *rss, long *huge, long *hugetlb) {
 	probe_vma_t *v;
 	size_t n = probe_vmas(&v);
-	*rss = *huge = 0;
-	for (size_t i = 0; i < n; i++)
+	*rss = *huge = *hugetlb = 0;
+	for (size_t i = 0; i < n; i++) {
+		*hugetlb += v[i].private_hugetlb_kb;
 		if (probe_has_flag(&v[i], "hg")) {
 			*rss += v[i].rss_kb;
 			*huge += v[i].anon_huge_kb;
 		}
+	}
 	free(v);
 }
 
@@ -30,9 +33,10 @@ int main(int argc, char **argv) {
 		b[i] = malloc(size);
 		memset(b[i], i + 1, size);
 	}
-	long rss0, huge0, rss1, huge1;
+	long rss0, huge0, rss1, huge1, tlb0, tlb1, free0, free1;
 	long long split0 = probe_vmstat("thp_split_pmd");
-	hg_totals(&rss0, &huge0);
+	hg_totals(&rss0, &huge0, &tlb0);
+	free0 = probe_meminfo("HugePages_Free:");
 	/* 2 MiB pages wholly inside a freed block hold no live byte: each
 	 * must go back. */
 	long whole_free = 0;
@@ -43,7 +47,8 @@ int main(int argc, char **argv) {
 		free(b[i]);
 	}
 	malloc_trim(0);
-	hg_totals(&rss1, &huge1);
+	hg_totals(&rss1, &huge1, &tlb1);
+	free1 = probe_meminfo("HugePages_Free:");
 	long long live_thp = 0;
 	size_t bad = 0;
 	for (int i = 0; i < blocks; i += 2) {
@@ -54,8 +59,10 @@ int main(int argc, char **argv) {
 	printf("before_rss_kb=%ld\nbefore_huge_kb=%ld\nafter_rss_kb=%ld\n"
 	    "after_huge_kb=%ld\nlive_bytes=%zu\nlive_thp_bytes=%lld\n"
 	    "whole_free_pages=%ld\nsystem_thp_split_pmd_delta=%lld\n"
-	    "data_ok=%d\n", rss0, huge0, rss1, huge1,
+	    "data_ok=%d\nbefore_hugetlb_kb=%ld\nafter_hugetlb_kb=%ld\n"
+	    "pool_free_before=%ld\npool_free_after=%ld\n", rss0, huge0, rss1, huge1,
 	    (size_t)((blocks + 1) / 2) * size, live_thp, whole_free,
-	    probe_vmstat("thp_split_pmd") - split0, bad == 0);
+	    probe_vmstat("thp_split_pmd") - split0, bad == 0, tlb0, tlb1, free0,
+	    free1);
 	return 0;
 }

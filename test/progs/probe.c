@@ -27,8 +27,11 @@ size_t probe_vmas(probe_vma_t **out) {
 			cur->rss_kb = kb;
 		} else if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
 			cur->anon_huge_kb = kb;
-		} else if (sscanf(line, "Private_Hugetlb: %ld kB", &kb) == 1) {
-			cur->private_hugetlb_kb = kb;
+		} else if (sscanf(line, "Private_Hugetlb: %ld kB", &kb) == 1 ||
+		    sscanf(line, "Shared_Hugetlb: %ld kB", &kb) == 1) {
+			/* The kernel files a private page under Shared when it
+			 * guesses it mapped twice: count both. */
+			cur->private_hugetlb_kb += kb;
 		} else if (sscanf(line, "KernelPageSize: %ld kB", &kb) == 1) {
 			cur->kernel_page_kb = kb;
 		} else if (strncmp(line, "VmFlags:", 8) == 0) {
@@ -106,6 +109,32 @@ long probe_rss_kb(void) {
 	buf[n] = '\0';
 	const char *p = strstr(buf, "VmRSS:");
 	return p ? strtol(p + 6, NULL, 10) : -1;
+}
+
+long probe_meminfo(const char *key) {
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	long v = -1;
+	size_t k = strlen(key);
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, key, k) == 0) {
+			v = atol(line + k);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return v;
+}
+
+long probe_sysfs_long(const char *path) {
+	FILE *f = fopen(path, "r");
+	long v = -1;
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
 }
 
 long long probe_vmstat(const char *key) {
