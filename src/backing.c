@@ -28,6 +28,16 @@
 
 static int warned_madvise, warned_zap, warned_pool, warned_collapse;
 static bool thp_usable;                /* THP not 'never', or collapse on */
+static bool hugetlb_broken;            /* this kernel cannot move them in */
+
+/* After a failed MAP_FIXED or MREMAP_FIXED, the kernel may have unmapped
+ * the target already: take the hole back before anyone else's mmap can.
+ * True if the range is now PROT_NONE and ours (it was a hole). */
+static bool rereserve(uintptr_t addr, size_t len) {
+	void *p = mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+	return p == (void *)addr;
+}
 
 /* Reads a small file into buf without stdio (no allocation). */
 static ssize_t read_small(const char *path, char *buf, size_t n) {
@@ -128,14 +138,17 @@ static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
 		return false;
 	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
 	    (void *)addr) == MAP_FAILED) {
+		if (errno == EINVAL)     /* kernels before 5.16 */
+			hugetlb_broken = true;
 		munmap(p, len);
+		rereserve(addr, len);
 		return false;
 	}
 	return true;
 }
 
 bool hp_backing_map_gib(uintptr_t addr) {
-	if (!wants_hugetlb())
+	if (!wants_hugetlb() || hugetlb_broken)
 		return false;
 	if (hp_backing_pool_avail(HP_GIB) >= 1 &&
 	    map_hugetlb(addr, HP_GIB, HP_GIB))
@@ -157,7 +170,7 @@ void hp_backing_collapse(uintptr_t addr, size_t len) {
 }
 
 size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
-	if (wants_hugetlb() && hp_conf.hugetlb_page == HP_HUGE) {
+	if (wants_hugetlb() && !hugetlb_broken && hp_conf.hugetlb_page == HP_HUGE) {
 		long avail = hp_backing_pool_avail(HP_HUGE);
 		size_t take = avail > 0 ? (size_t)avail * HP_HUGE : 0;
 		if (take > len)
@@ -192,7 +205,8 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 	bool ok;
 	if (type == HP_MAP_HUGETLB_2M || type == HP_MAP_HUGETLB_1G)
 		ok = mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
-		    MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED;
+		    MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED ||
+		    rereserve(addr, len);
 	else
 		ok = madvise((void *)addr, len, MADV_DONTNEED) == 0;
 	if (!ok)
@@ -201,28 +215,20 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 	return ok;
 }
 
-/*
- * Moves the hugetlb pages at [addr, addr + len) onto THP memory, keeping
- * their contents: the pool pages go back. Used before fork, so that the
- * pool can back every copy-on-write that follows.
- */
-bool hp_backing_migrate(uintptr_t addr, size_t len) {
+/* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
+ * NULL. For fork: see region.c. */
+void *hp_backing_copy(uintptr_t addr, size_t len) {
 	char *raw = mmap(NULL, len + HP_HUGE, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (raw == MAP_FAILED)
-		return false;
-	char *tmp = (char *)(((uintptr_t)raw + HP_HUGE - 1) & ~(HP_HUGE - 1));
-	if (tmp != raw)
-		munmap(raw, (size_t)(tmp - raw));
-	munmap(tmp + len, HP_HUGE - (size_t)(tmp - raw));
-	madvise(tmp, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-	memcpy(tmp, (void *)addr, len);
-	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-	    (void *)addr) == MAP_FAILED) {
-		munmap(tmp, len);
-		return false;
-	}
-	return true;
+		return NULL;
+	char *copy = (char *)(((uintptr_t)raw + HP_HUGE - 1) & ~(HP_HUGE - 1));
+	if (copy != raw)
+		munmap(raw, (size_t)(copy - raw));
+	munmap(copy + len, HP_HUGE - (size_t)(copy - raw));
+	madvise(copy, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	memcpy(copy, (void *)addr, len);
+	return copy;
 }
 
 bool hp_backing_thp_usable(void) {

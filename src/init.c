@@ -24,7 +24,7 @@ static void report(void *ctx, const char *msg) {
 }
 
 static void atfork_child(void) {
-	hp_region_atfork_child();
+	hp_region_postfork_child();
 	hp_huge_atfork_child();
 }
 
@@ -33,11 +33,14 @@ static void start(void) {
 	if (getauxval(AT_SECURE) == 0)
 		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);
 	hp_je_malloc_conf_2_conf_harder = hp_small_jemalloc_conf(&hp_conf);
+	/* Before jemalloc starts, so that its fork handlers run inside ours:
+	 * see region.c. (glibc keeps the first 48 handlers without malloc.) */
+	pthread_atfork(hp_region_prefork, hp_region_postfork_parent,
+	    atfork_child);
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
 	bool huge = hp_region_init(hp_conf.reserve) && hp_huge_init(&hp_conf);
-	pthread_atfork(hp_region_prefork, NULL, atfork_child);
 	char chain[160];
 	hp_backing_describe(&sys, chain, sizeof chain);
 	/* One line: the policy when verbose, else only what went wrong. */

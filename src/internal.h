@@ -39,7 +39,8 @@ void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
 bool hp_region_reuse(void *addr, size_t len);
 void hp_region_prefork(void);
-void hp_region_atfork_child(void);
+void hp_region_postfork_parent(void);
+void hp_region_postfork_child(void);
 static inline bool hp_region_contains(const void *p) {
 	return (uintptr_t)p - hp_region.base < hp_region.size;
 }
@@ -65,7 +66,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type);
 bool hp_backing_map_gib(uintptr_t addr);
 void hp_backing_collapse(uintptr_t addr, size_t len);
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
-bool hp_backing_migrate(uintptr_t addr, size_t len);
+void *hp_backing_copy(uintptr_t addr, size_t len);
 bool hp_backing_thp_usable(void);
 
 /* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */

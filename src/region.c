@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /*
  * The huge-class reservation: one PROT_NONE range, 2 MiB aligned (1 GiB
  * with 1 GiB pages), that the huge arena's extent hooks carve from the
@@ -237,7 +238,8 @@ out:
 static bool gib_empty(uintptr_t hp) {
 	uintptr_t g = hp & ~(HP_GIB - 1);
 	for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE)
-		if (page_of(q)->nreleased < HP_SUBPAGES)
+		if (q < hp_region.carved_end &&      /* beyond: never used */
+		    page_of(q)->nreleased < HP_SUBPAGES)
 			return false;
 	return true;
 }
@@ -248,14 +250,15 @@ static bool gib_empty(uintptr_t hp) {
 static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 	if (type == HP_MAP_HUGETLB_1G) {
 		/* Only a whole empty GiB can go back to the 1 GiB pool. */
-		uintptr_t g = zap & ~(HP_GIB - 1);
-		if (!gib_empty(zap) || !hp_backing_zap(g, HP_GIB, type))
-			return;
-		for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
-			hpage_zapped(page_of(q));
-			page_of(q)->map = HP_MAP_NONE;
+		for (uintptr_t g = zap & ~(HP_GIB - 1); g < end; g += HP_GIB) {
+			if (!gib_empty(g) || !hp_backing_zap(g, HP_GIB, type))
+				continue;
+			for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+				hpage_zapped(page_of(q));
+				page_of(q)->map = HP_MAP_NONE;
+			}
+			hp_region.hugetlb_1g--;
 		}
-		hp_region.hugetlb_1g--;
 		return;
 	}
 	if (!hp_backing_zap(zap, end - zap, type))
@@ -301,37 +304,101 @@ bool hp_region_reuse(void *addr, size_t len) {
 }
 
 /*
- * Before fork: a private hugetlb page shared with a child needs a free
- * pool page when either side first writes it; without one the kernel
- * kills the child with SIGBUS. So the pool must have as many available
- * pages as this process holds: if it has not, hugetlb pages are moved to
- * THP memory (contents kept) until it has.
+ * Fork. A private hugetlb page shared with a child needs a free pool page
+ * when either side first writes it; without one the kernel takes the page
+ * from the child, which dies of SIGBUS. So before fork, if the pool has
+ * fewer available pages than this process holds, that many of its hugetlb
+ * pages are copied to THP "shadows" and marked MADV_DONTFORK: the child
+ * does not share them (it gets the shadows instead, moved into place), and
+ * the rest can all be backed by the pool. The parent's own mappings never
+ * change, so nothing its other threads write is lost. region_lock is held
+ * across fork; these handlers are registered before jemalloc's, so they
+ * run after jemalloc's prepare handler has taken its locks, and no thread
+ * can be inside an extent hook then.
  */
-static void prefork_size(size_t page, hp_map_t type, size_t *held) {
-	if (*held == 0)
-		return;
-	long avail = hp_backing_pool_avail(page);
-	size_t step = page == HP_GIB ? HP_GIB : HP_HUGE;
-	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end &&
-	    (long)*held > avail; hp += step) {
-		if (page_of(hp)->map != type || !hp_backing_migrate(hp, step))
-			continue;
-		for (uintptr_t q = hp; q < hp + step; q += HP_HUGE) {
-			page_of(q)->map = HP_MAP_THP;
-			page_of(q)->populated = true;
-		}
-		(*held)--;
-		avail++;
+#define HP_MAX_SHADOWS 256
+static struct shadow {
+	uintptr_t addr;
+	size_t len;
+	void *copy;
+} shadows[HP_MAX_SHADOWS];
+static unsigned nshadows;
+
+/* Copies [addr, addr + len) to a THP shadow and keeps it from the child. */
+static bool shadow_run(uintptr_t addr, size_t len) {
+	void *copy = hp_backing_copy(addr, len);
+	if (copy == NULL)
+		return false;
+	if (madvise((void *)addr, len, MADV_DONTFORK) != 0) {
+		munmap(copy, len);
+		return false;
 	}
+	shadows[nshadows++] = (struct shadow){addr, len, copy};
+	return true;
+}
+
+static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
+	long avail = hp_backing_pool_avail(page);
+	size_t need = (long)held > avail ? held - (size_t)(avail > 0 ? avail : 0) : 0;
+	uintptr_t run = 0, end = 0;
+	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end && need;
+	    hp += page) {
+		if (page_of(hp)->map != type)
+			continue;
+		if (hp != end && run != end) {
+			if (nshadows == HP_MAX_SHADOWS || !shadow_run(run, end - run))
+				return;
+			run = end = 0;
+		}
+		if (run == end)
+			run = end = hp;
+		end += page;
+		need--;
+	}
+	if (run != end && nshadows < HP_MAX_SHADOWS)
+		shadow_run(run, end - run);
 }
 
 void hp_region_prefork(void) {
 	pthread_mutex_lock(&region_lock);
-	prefork_size(HP_HUGE, HP_MAP_HUGETLB_2M, &hp_region.hugetlb_2m);
-	prefork_size(HP_GIB, HP_MAP_HUGETLB_1G, &hp_region.hugetlb_1g);
+	nshadows = 0;
+	if (hp_region.hugetlb_2m)
+		shadow_deficit(HP_HUGE, HP_MAP_HUGETLB_2M, hp_region.hugetlb_2m);
+	if (hp_region.hugetlb_1g)
+		shadow_deficit(HP_GIB, HP_MAP_HUGETLB_1G, hp_region.hugetlb_1g);
+}
+
+void hp_region_postfork_parent(void) {
+	for (unsigned i = 0; i < nshadows; i++) {
+		madvise((void *)shadows[i].addr, shadows[i].len, MADV_DOFORK);
+		munmap(shadows[i].copy, shadows[i].len);
+	}
+	nshadows = 0;
 	pthread_mutex_unlock(&region_lock);
 }
 
-void hp_region_atfork_child(void) {
+void hp_region_postfork_child(void) {
+	for (unsigned i = 0; i < nshadows; i++) {
+		struct shadow *s = &shadows[i];
+		if (mremap(s->copy, s->len, s->len, MREMAP_MAYMOVE | MREMAP_FIXED,
+		    (void *)s->addr) == MAP_FAILED) {
+			/* Cannot happen short of the kernel refusing a move of
+			 * our own mapping; the range would read as unmapped. */
+			hp_log("fork: could not place a copied huge page; the "
+			    "child must not touch %p", (void *)s->addr);
+			continue;
+		}
+		for (uintptr_t q = s->addr; q < s->addr + s->len; q += HP_HUGE) {
+			hp_hpage_t *pg = page_of(q);
+			if (pg->map == HP_MAP_HUGETLB_2M)
+				hp_region.hugetlb_2m--;
+			else if (pg->map == HP_MAP_HUGETLB_1G &&
+			    (q & (HP_GIB - 1)) == 0)
+				hp_region.hugetlb_1g--;
+			pg->map = HP_MAP_THP;
+			pg->populated = true;
+		}
+	}
+	nshadows = 0;
 	pthread_mutex_init(&region_lock, NULL);
 }

@@ -14,16 +14,10 @@
 #include <unistd.h>
 #include "probe.h"
 
-static long pool_free(void) {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	long v = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "HugePages_Free: %ld", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
+/* Pool pages nobody holds: free and not reserved by a mapping (a mapped
+ * page stays "free" until first touched). */
+static long pool_avail(void) {
+	return probe_meminfo("HugePages_Free:") - probe_meminfo("HugePages_Rsvd:");
 }
 
 static long hugetlb_kb(void) {
@@ -42,7 +36,7 @@ int main(int argc, char **argv) {
 	int max = argc > 3 ? atoi(argv[3]) : 64, n = 0;
 	unsigned char *b[256];
 	/* Use the pool up: blocks until no free page is left. */
-	while (n < max && n < 256 && pool_free() > 0) {
+	while (n < max && n < 256 && pool_avail() > 0) {
 		b[n] = raw ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 		    MAP_ANONYMOUS | MAP_HUGETLB, -1, 0) : malloc(size);
 		if (b[n] == MAP_FAILED || b[n] == NULL)
@@ -50,7 +44,7 @@ int main(int argc, char **argv) {
 		memset(b[n], n + 1, size);
 		n++;
 	}
-	long held = hugetlb_kb(), free_before = pool_free();
+	long held = hugetlb_kb(), avail_before = pool_avail();
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -68,9 +62,9 @@ int main(int argc, char **argv) {
 	long parent_bad = 0;
 	for (int i = 0; i < n; i++)
 		parent_bad += b[i][size - 1] != 0xee;
-	printf("blocks=%d\nhugetlb_kb_before_fork=%ld\npool_free_before_fork=%ld\n"
+	printf("blocks=%d\nhugetlb_kb_before_fork=%ld\npool_avail_before_fork=%ld\n"
 	    "hugetlb_kb_after_fork=%ld\nchild_exit=%d\nchild_signal=%d\n"
-	    "parent_bad=%ld\n", n, held, free_before, hugetlb_kb(),
+	    "parent_bad=%ld\n", n, held, avail_before, hugetlb_kb(),
 	    WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ?
 	    WTERMSIG(st) : 0, parent_bad);
 	return 0;
