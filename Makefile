@@ -19,7 +19,7 @@ JE_SYMS := malloc calloc realloc posix_memalign aligned_alloc memalign \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
 .PHONY: all deps test demo bench-callgrind bench-threshold clean
-all: $(BUILD)/libhugepreload.so
+all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
 	scripts/setup-deps
@@ -39,6 +39,11 @@ $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 		-Wl,--version-script=src/exports.map \
 		-Wl,-z,now -Wl,-z,relro -Wl,-soname,libhugepreload.so \
 		-lpthread -ldl -lm
+
+# The command: the wrapper and the stats reader.
+$(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< \
+		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
 
 $(BUILD):
 	@mkdir -p $(BUILD)

@@ -29,6 +29,8 @@
 static int warned_madvise, warned_zap, warned_pool, warned_collapse;
 static bool thp_usable;                /* THP not 'never', or collapse on */
 static bool hugetlb_broken;            /* this kernel cannot move them in */
+static bool pool_configured;           /* a pool exists, or was asked for */
+hp_fallbacks_t hp_fallbacks;
 
 /* After a failed MAP_FIXED or MREMAP_FIXED, the kernel may have unmapped
  * the target already: take the hole back before anyone else's mmap can.
@@ -99,6 +101,8 @@ void hp_backing_probe(hp_sys_t *s) {
 	strcat(path, "/nr_hugepages");
 	s->pool_total = read_long(path);
 	s->pool_avail = hp_backing_pool_avail(hp_conf.hugetlb_page);
+	pool_configured = s->pool_total > 0 ||
+	    hp_conf.backing == HP_BACKING_HUGETLB;
 	thp_usable = hp_conf.collapse ||
 	    strcmp(s->thp_enabled, "always") == 0 ||
 	    strcmp(s->thp_enabled, "madvise") == 0;
@@ -181,14 +185,21 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 				*type = HP_MAP_HUGETLB_2M;
 				return take;
 			}
+		if (pool_configured)
+			__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
+			    __ATOMIC_RELAXED);
 		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
 			hp_warn_once(&warned_pool, "the hugetlb pool has no free "
 			    "pages; new huge-class regions go to %s (said once)",
 			    thp_usable ? "THP" : "4 KiB pages");
 	}
-	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
+	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0) {
+		__atomic_fetch_add(&hp_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
 		return 0;
+	}
 	bool huge = hp_conf.backing != HP_BACKING_NONE && thp_usable;
+	if (hp_conf.backing != HP_BACKING_NONE && !thp_usable)
+		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
 	if (madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
 	    MADV_NOHUGEPAGE) != 0)
 		hp_warn_once(&warned_madvise, "madvise(%s) failed (errno %d); "

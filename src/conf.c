@@ -21,6 +21,7 @@
 #define HP_RESERVE_DEFAULT    TIB
 #define HP_RESERVE_MIN        GIB
 #define HP_RESERVE_MAX        (64 * TIB)
+#define HP_STRAND_DEFAULT_PCT 25
 
 void hp_conf_defaults(hp_conf_t *c) {
 	c->large_threshold = HP_THRESHOLD_DEFAULT;
@@ -30,6 +31,12 @@ void hp_conf_defaults(hp_conf_t *c) {
 	c->verbose = false;
 	c->decay_ms = HP_DECAY_DEFAULT;
 	c->reserve = HP_RESERVE_DEFAULT;
+	c->stats_print = false;
+	c->stats_format = HP_FMT_TEXT;
+	c->stats_file[0] = '\0';
+	strcpy(c->stats_dir, "/dev/shm");
+	c->strand_limit = HP_STRAND_DEFAULT_PCT;
+	c->strand_pct = true;
 }
 
 /* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
@@ -81,6 +88,16 @@ static bool is(const char *s, size_t len, const char *word) {
 
 static const char *const backing_names[] = {"auto", "hugetlb", "thp", "none",
     NULL};
+static const char *const format_names[] = {"text", "json", "prometheus", NULL};
+
+/* A path of fewer than n bytes, without ',' (the item separator). */
+static bool path(const char *v, size_t vlen, char *out, size_t n) {
+	if (vlen == 0 || vlen >= n || memchr(v, '\0', vlen))
+		return false;
+	memcpy(out, v, vlen);
+	out[vlen] = '\0';
+	return true;
+}
 
 /* The index of v in names, or -1. */
 static int word(const char *v, size_t vlen, const char *const *names) {
@@ -106,7 +123,8 @@ static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	rep(ctx, msg);
+	if (rep != NULL)
+		rep(ctx, msg);
 }
 
 #define BAD(dflt) report(rep, ctx, \
@@ -154,6 +172,35 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			c->decay_ms = n;
 		else
 			BAD("5000 (-1 never, 0..3600000)");
+	} else if (is(k, klen, "stats_print")) {
+		if (!boolean(v, vlen, &c->stats_print))
+			BAD("false (true|false)");
+	} else if (is(k, klen, "stats_format")) {
+		int f = word(v, vlen, format_names);
+		if (f >= 0)
+			c->stats_format = f;
+		else
+			BAD("text (text|json|prometheus)");
+	} else if (is(k, klen, "stats_file")) {
+		if (!path(v, vlen, c->stats_file, sizeof c->stats_file))
+			BAD("stderr (a path)");
+	} else if (is(k, klen, "stats_dir")) {
+		if (!path(v, vlen, c->stats_dir, sizeof c->stats_dir))
+			BAD("/dev/shm (a directory, or off)");
+	} else if (is(k, klen, "strand_limit")) {
+		size_t n;
+		if (vlen > 1 && v[vlen - 1] == '%' &&
+		    hp_parse_size(v, vlen - 1, &n) && n <= 100 &&
+		    v[vlen - 2] >= '0' && v[vlen - 2] <= '9') {
+			c->strand_limit = n;
+			c->strand_pct = true;
+		} else if (hp_parse_size(v, vlen, &n)) {
+			c->strand_limit = n;
+			c->strand_pct = false;
+		} else {
+			BAD("25% (bytes with k/m/g/t, or 0%..100% of the huge "
+			    "class's resident bytes)");
+		}
 	} else if (is(k, klen, "reserve")) {
 		if (!size_in(v, vlen, HP_RESERVE_MIN, HP_RESERVE_MAX, &c->reserve))
 			BAD("1t (range 1g..64t)");
@@ -188,7 +235,36 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
-	    "collapse:%s,decay_ms:%ld,reserve:%zu", c->large_threshold,
-	    backing_names[c->backing], c->hugetlb_page == HP_GIB ? "1g" : "2m",
-	    c->collapse ? "true" : "false", c->decay_ms, c->reserve);
+	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s",
+	    c->large_threshold, backing_names[c->backing],
+	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
+	    "false", c->decay_ms, c->reserve, c->strand_limit,
+	    c->strand_pct ? "%" : "");
 }
+
+/* Every key, for "hugepreload --help". */
+const char *const hp_conf_help[][4] = {
+    {"large_threshold", "bytes (k/m/g/t), 16k..1t", "1m",
+     "requests of at least this size go to the huge class"},
+    {"backing", "auto|hugetlb|thp|none", "auto", "where the backing chain "
+     "hugetlb pool -> THP -> 4 KiB starts; hugetlb warns when the pool is "
+     "empty; none keeps the huge class on 4 KiB pages"},
+    {"hugetlb_size", "2m|1g", "2m", "which hugetlbfs pool"},
+    {"collapse", "true|false", "false",
+     "MADV_COLLAPSE new THP pages when first used"},
+    {"decay_ms", "-1 (never), 0..3600000", "5000",
+     "how long free huge pages stay before they go back to the kernel"},
+    {"reserve", "bytes, 1g..64t", "1t",
+     "address space reserved for the huge class"},
+    {"strand_limit", "bytes, or 0%..100%", "25%", "stranded bytes allowed "
+     "(free, resident, in huge pages with live data) before the emptiest "
+     "huge pages are split; a share of the huge class's resident bytes"},
+    {"stats_print", "true|false", "false", "print the counters at exit"},
+    {"stats_format", "text|json|prometheus", "text",
+     "format of the counters printed at exit"},
+    {"stats_file", "a path", "stderr", "where the counters go at exit"},
+    {"stats_dir", "a directory, or off", "/dev/shm",
+     "where the live counters file hugepreload.<pid> is kept"},
+    {"verbose", "true|false", "false",
+     "one start-up line with the policy and the backing available"},
+    {NULL, NULL, NULL, NULL}};

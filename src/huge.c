@@ -17,6 +17,7 @@
 #define HP_GROW_LIMIT ((size_t)64 << 20)
 
 static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
+static unsigned huge_ind;
 static int warned_fallback;
 static bool decay_thread_on;
 
@@ -33,6 +34,11 @@ static void start_decay_thread(void) {
 		hp_log("could not start the decay thread; free huge pages go "
 		    "back only on allocator calls and malloc_trim");
 	__atomic_store_n(&decay_thread_on, true, __ATOMIC_RELEASE);
+	hp_stats_start_thread();
+}
+
+unsigned hp_huge_arena(void) {
+	return huge_ind;
 }
 
 void hp_huge_atfork_child(void) {
@@ -131,6 +137,7 @@ bool hp_huge_init(const hp_conf_t *c) {
 	if (hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
 		hp_log("could not limit the huge arena's growth step");
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	huge_ind = ind;
 	return true;
 }
 
@@ -149,6 +156,7 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	/* The reservation is full or could not be mapped: the program
 	 * goes on, on 4 KiB pages. */
 	p = hp_je_mallocx(size, shape);
+	__atomic_fetch_add(&hp_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
 	if (p == NULL)
 		errno = ENOMEM;
 	else

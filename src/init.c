@@ -26,6 +26,7 @@ static void report(void *ctx, const char *msg) {
 static void atfork_child(void) {
 	hp_region_postfork_child();
 	hp_huge_atfork_child();
+	hp_stats_atfork_child();
 }
 
 static void start(void) {
@@ -63,6 +64,7 @@ static void start(void) {
 	}
 	__atomic_store_n(&hp_threshold, huge ? hp_conf.large_threshold :
 	    SIZE_MAX, __ATOMIC_RELEASE);
+	hp_stats_init();
 }
 
 /* True once start-up is done; false inside start-up on its own thread. */

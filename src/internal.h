@@ -26,6 +26,7 @@ void hp_conf_defaults(hp_conf_t *c);
 void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep, void *ctx);
 bool hp_parse_size(const char *s, size_t len, size_t *out);
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
+extern const char *const hp_conf_help[][4];   /* key, values, default, help */
 
 /* log.c: one-line messages on stderr, without allocating. */
 void hp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -38,6 +39,8 @@ bool hp_region_init(size_t want);
 void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
 bool hp_region_reuse(void *addr, size_t len);
+void hp_region_scan(hp_arena_stats_t *a);
+size_t hp_region_enforce(size_t limit);
 void hp_region_prefork(void);
 void hp_region_postfork_parent(void);
 void hp_region_postfork_child(void);
@@ -69,6 +72,14 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
 void *hp_backing_copy(uintptr_t addr, size_t len);
 bool hp_backing_thp_usable(void);
 
+/* Fallbacks by cause, counted where they happen (backing.c, huge.c):
+ * regions that wanted the pool and found it empty, that wanted THP with
+ * THP off, and requests the huge class could not map at all. */
+typedef struct {
+	uint64_t pool_empty, thp_off, mmap_failed;
+} hp_fallbacks_t;
+extern hp_fallbacks_t hp_fallbacks;
+
 /* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */
 const char *hp_small_jemalloc_conf(const hp_conf_t *c);
 int hp_purge_all(void);
@@ -78,6 +89,13 @@ bool hp_huge_init(const hp_conf_t *c);
 void *hp_huge_alloc(size_t size, size_t align, bool zero);
 void *hp_huge_realloc(void *p, size_t size);
 void hp_huge_atfork_child(void);
+unsigned hp_huge_arena(void);
+
+/* stats.c: counters, the shared stats page, the maintenance thread. */
+void hp_stats_init(void);
+void hp_stats_refresh(bool enforce);
+void hp_stats_start_thread(void);
+void hp_stats_atfork_child(void);
 
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);

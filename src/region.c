@@ -14,6 +14,9 @@
 
 hp_region_t hp_region;
 static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Counters kept under region_lock: pages given back whole, split by
+ * strand_limit, and partial purges left undone (no split). */
+static uint64_t n_released, n_split, n_refused;
 
 #define HP_RESERVE_MIN ((size_t)1 << 30)   /* halve down to this */
 
@@ -258,14 +261,17 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 				page_of(q)->map = HP_MAP_NONE;
 			}
 			hp_region.hugetlb_1g--;
+			n_released += HP_PER_GIB;
 		}
 		return;
 	}
 	if (!hp_backing_zap(zap, end - zap, type))
 		return;                  /* reuse will zero them instead */
+	n_released += (end - zap) >> HP_HUGE_SHIFT;
 	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE) {
 		hpage_zapped(page_of(hp));
 		page_of(hp)->populated = false;
+		page_of(hp)->split = false;
 		if (type == HP_MAP_HUGETLB_2M)
 			page_of(hp)->map = HP_MAP_NONE;
 	}
@@ -281,8 +287,12 @@ void hp_region_release(void *addr, size_t len) {
 		unsigned first, n;
 		span(hp, a, a + len, &first, &n);
 		hp_hpage_t *pg = page_of(hp);
-		if (!hp_hpage_release(pg, first, n) || pg->map == HP_MAP_NONE)
+		if (!hp_hpage_release(pg, first, n) || pg->map == HP_MAP_NONE) {
+			/* Part of a live page: left resident rather than split. */
+			n_refused += pg->nreleased < HP_SUBPAGES &&
+			    pg->map != HP_MAP_NONE && !pg->split;
 			continue;
+		}
 		if (hp != zap_end || pg->map != zap_type) {   /* batch runs */
 			if (zap_end)
 				zap_run(zap, zap_end, zap_type);
@@ -301,6 +311,120 @@ bool hp_region_reuse(void *addr, size_t len) {
 	bool ok = reuse_locked((uintptr_t)addr, len);
 	pthread_mutex_unlock(&region_lock);
 	return ok;
+}
+
+static unsigned popcount_and(const uint64_t *a, const uint64_t *b) {
+	unsigned n = 0;
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		n += (unsigned)__builtin_popcountll(b ? a[w] & b[w] : a[w]);
+	return n;
+}
+
+/* A huge page whose free parts stay resident with it: THP not yet split,
+ * or hugetlb (which cannot be split). */
+static bool whole_resident(const hp_hpage_t *pg) {
+	return (pg->map == HP_MAP_THP && !pg->split) ||
+	    pg->map == HP_MAP_HUGETLB_2M || pg->map == HP_MAP_HUGETLB_1G;
+}
+
+/* Stranded bytes of one page: resident and free, beside live data. */
+static size_t stranded_of(const hp_hpage_t *pg) {
+	if (pg->nreleased == 0 || pg->nreleased == HP_SUBPAGES ||
+	    pg->map == HP_MAP_NONE)
+		return 0;
+	if (whole_resident(pg))
+		return (size_t)pg->nreleased << HP_PAGE_SHIFT;
+	return (size_t)popcount_and(pg->released, pg->dirty) << HP_PAGE_SHIFT;
+}
+
+/* Fills in the page-level counters of the huge class. "dirty" (handed to
+ * jemalloc since the page was last given back) stands for touched. */
+void hp_region_scan(hp_arena_stats_t *a) {
+	pthread_mutex_lock(&region_lock);
+	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
+	    hp += HP_HUGE) {
+		const hp_hpage_t *pg = page_of(hp);
+		if (pg->map == HP_MAP_NONE)
+			continue;
+		unsigned dirty = popcount_and(pg->dirty, NULL);
+		a->mapped_bytes += HP_HUGE;
+		switch (pg->map) {
+		case HP_MAP_HUGETLB_2M: a->hugetlb_2m_bytes += HP_HUGE; break;
+		case HP_MAP_HUGETLB_1G: a->hugetlb_1g_bytes += HP_HUGE; break;
+		case HP_MAP_THP: a->thp_bytes += HP_HUGE; break;
+		default: a->small_page_bytes += HP_HUGE; break;
+		}
+		if (pg->map == HP_MAP_HUGETLB_1G) {
+			a->resident_bytes += HP_HUGE;   /* the GiB is one page */
+			a->resident_huge_bytes += HP_HUGE;
+		} else if (whole_resident(pg)) {
+			a->resident_bytes += dirty ? HP_HUGE : 0;
+			a->resident_huge_bytes += dirty ? HP_HUGE : 0;
+		} else
+			a->resident_bytes += (size_t)dirty << HP_PAGE_SHIFT;
+		if (pg->nreleased == 0) {
+			a->pages_full++;
+		} else if (pg->nreleased == HP_SUBPAGES) {
+			a->pages_empty_resident += dirty != 0;
+			continue;
+		} else {
+			a->pages_partial++;
+		}
+		unsigned live = HP_SUBPAGES - pg->nreleased;
+		a->live_hist[live * HP_HIST_BUCKETS / (HP_SUBPAGES + 1)]++;
+		a->stranded_bytes += stranded_of(pg);
+	}
+	a->pages_released = n_released;
+	a->pages_split = n_split;
+	a->purges_refused = n_refused;
+	pthread_mutex_unlock(&region_lock);
+}
+
+/* Purges the free 4 KiB parts of a THP page, which splits it. */
+static void split_page(uintptr_t hp, hp_hpage_t *pg) {
+	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
+		for (j = i + 1; bit(pg->released, i) && j < HP_SUBPAGES &&
+		    bit(pg->released, j); j++)
+			;
+		if (bit(pg->released, i) && madvise((void *)(hp + ((size_t)i <<
+		    HP_PAGE_SHIFT)), (size_t)(j - i) << HP_PAGE_SHIFT,
+		    MADV_DONTNEED) == 0)
+			for (unsigned k = i; k < j; k++)
+				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
+	}
+	pg->split = true;
+	n_split++;
+}
+
+/*
+ * strand_limit: while more than `limit` bytes are stranded, split the
+ * emptiest THP pages (fewest live 4 KiB parts first), giving back their
+ * free parts at 4 KiB granularity. hugetlb pages cannot be split.
+ * Returns the stranded bytes left.
+ */
+size_t hp_region_enforce(size_t limit) {
+	pthread_mutex_lock(&region_lock);
+	size_t stranded = 0;
+	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
+	    hp += HP_HUGE)
+		stranded += stranded_of(page_of(hp));
+	/* Emptiest first: by tenths of live parts, low to high. */
+	for (unsigned tenth = 0; tenth < HP_HIST_BUCKETS && stranded > limit;
+	    tenth++)
+		for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end &&
+		    stranded > limit; hp += HP_HUGE) {
+			hp_hpage_t *pg = page_of(hp);
+			unsigned live = HP_SUBPAGES - pg->nreleased;
+			if (pg->map != HP_MAP_THP || pg->split || live == 0 ||
+			    live == HP_SUBPAGES || live * HP_HIST_BUCKETS /
+			    (HP_SUBPAGES + 1) != tenth)
+				continue;
+			size_t before = stranded_of(pg);
+			split_page(hp, pg);
+			stranded -= before - stranded_of(pg);
+		}
+	pthread_mutex_unlock(&region_lock);
+	return stranded;
 }
 
 /*

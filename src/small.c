@@ -51,5 +51,6 @@ int hp_purge_all(void) {
 		struct timespec ms = {0, 1000 * 1000};
 		nanosleep(&ms, NULL);
 	}
+	hp_stats_refresh(false);
 	return unused > 0;
 }

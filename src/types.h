@@ -46,6 +46,12 @@ typedef struct {
 	bool verbose;            /* one startup line with the policy */
 	long decay_ms;           /* huge class: free pages kept this long */
 	size_t reserve;          /* address space reserved for the huge class */
+	bool stats_print;        /* print the counters at exit */
+	int stats_format;        /* hp_format_t */
+	char stats_file[256];    /* "" for stderr */
+	char stats_dir[256];     /* where the live stats file goes; "off" */
+	size_t strand_limit;     /* bytes, or a percentage if strand_pct */
+	bool strand_pct;
 } hp_conf_t;
 
 /*
@@ -61,7 +67,50 @@ typedef struct {
 	uint16_t nreleased;
 	uint8_t map;             /* hp_map_t */
 	bool populated;          /* THP page faulted in and collapsed */
+	bool split;              /* free parts purged by strand_limit */
 } hp_hpage_t;
+
+/* Formats of the counters: at exit, and from "hugepreload stat". */
+typedef enum { HP_FMT_TEXT = 0, HP_FMT_JSON = 1, HP_FMT_PROM = 2 } hp_format_t;
+
+/* Counters of one arena (the small class, or a huge-class arena), as the
+ * shared stats page holds them. Bytes unless named otherwise. */
+#define HP_HIST_BUCKETS 10
+typedef struct {
+	uint64_t live_bytes;         /* allocated and not freed */
+	uint64_t nmalloc, ndalloc;   /* allocations and frees so far */
+	uint64_t mapped_bytes;       /* address space backed by memory */
+	uint64_t resident_bytes;     /* of that, resident */
+	uint64_t resident_huge_bytes; /* resident on unsplit huge pages */
+	uint64_t hugetlb_2m_bytes, hugetlb_1g_bytes, thp_bytes, small_page_bytes;
+	uint64_t pages_full;         /* huge pages with no free 4 KiB part */
+	uint64_t pages_partial;      /* with live and free parts */
+	uint64_t pages_empty_resident; /* all free, still resident */
+	uint64_t pages_released;     /* given back whole, so far */
+	uint64_t pages_split;        /* split by strand_limit, so far */
+	uint64_t stranded_bytes;     /* resident, free, in pages with live data */
+	uint64_t live_hist[HP_HIST_BUCKETS]; /* huge pages by live tenth */
+	uint64_t fallback_pool_empty, fallback_thp_off, fallback_mmap_failed;
+	uint64_t purges_refused;     /* partial purges not done: no split */
+} hp_arena_stats_t;
+
+/* The shared stats page: /dev/shm/hugepreload.<pid>, read by
+ * "hugepreload stat". seq is odd while the library writes. */
+#define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
+#define HP_STATS_VERSION 1
+#define HP_STATS_ARENAS  4
+typedef struct {
+	uint64_t magic;
+	uint32_t version, narenas;
+	int64_t pid;
+	uint64_t start_ticks;        /* /proc/PID/stat field 22: pid reuse check */
+	uint64_t seq;
+	uint64_t updated_ns;         /* CLOCK_REALTIME of the last refresh */
+	uint64_t strand_limit_bytes; /* in force at the last refresh */
+	char policy[256];
+	char name[HP_STATS_ARENAS][16];
+	hp_arena_stats_t arena[HP_STATS_ARENAS];
+} hp_stats_t;
 
 /* The huge-class virtual reservation. */
 typedef struct {

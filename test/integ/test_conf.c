@@ -9,7 +9,8 @@
 
 /* The policy string: threshold, backing, then the rest at defaults. */
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
-	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776"
+	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
+	",strand_limit:25%"
 #define DEFAULT_POLICY POL("1048576", "auto", "5000")
 
 /* Runs policy BYTES under CONF; checks its output has POLICY and exactly
@@ -129,10 +130,12 @@ Test(conf, chain_keys) {
 	    {"backing:thp", POL("1048576", "thp", "5000")},
 	    {"backing:none", POL("1048576", "none", "5000")},
 	    {"hugetlb_size:1g", "large_threshold:1048576,backing:auto,"
-	     "hugetlb_size:1g,collapse:false,decay_ms:5000,reserve:1099511627776"},
+	     "hugetlb_size:1g,collapse:false,decay_ms:5000,reserve:1099511627776"
+	     ",strand_limit:25%"},
 	    {"hugetlb_size:2m", DEFAULT_POLICY},
 	    {"collapse:true", "large_threshold:1048576,backing:auto,"
-	     "hugetlb_size:2m,collapse:true,decay_ms:5000,reserve:1099511627776"},
+	     "hugetlb_size:2m,collapse:true,decay_ms:5000,reserve:1099511627776"
+	     ",strand_limit:25%"},
 	    {"collapse:false", DEFAULT_POLICY}};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
 		/* backing:hugetlb says so when the pool is empty. */
@@ -153,12 +156,13 @@ Test(conf, chain_keys) {
 Test(conf, reserve_values) {
 	hp_run_t r = run_conf("reserve:2g", "67108864", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
-	    "collapse:false,decay_ms:5000,reserve:2147483648");
+	    "collapse:false,decay_ms:5000,reserve:2147483648,strand_limit:25%");
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	r = run_conf("reserve:64t", "67108864", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
-	    "collapse:false,decay_ms:5000,reserve:70368744177664");
+	    "collapse:false,decay_ms:5000,reserve:70368744177664,"
+	    "strand_limit:25%");
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	const char *bad[] = {"reserve:100m", "reserve:65t", "reserve:lots"};

@@ -1,0 +1,198 @@
+/*
+ * The counters as text, JSON or Prometheus exposition format. Used by the
+ * library at exit and by "hugepreload stat"; writes through a callback and
+ * never allocates.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "stats_print.h"
+
+typedef struct {
+	const char *name;       /* JSON key; Prometheus hugepreload_<name> */
+	size_t off;
+	bool counter;           /* monotonic: Prometheus _total, TYPE counter */
+	const char *help;
+} field_t;
+
+#define F(n, m, c, h) {n, offsetof(hp_arena_stats_t, m), c, h}
+static const field_t fields[] = {
+    F("live_bytes", live_bytes, false, "Bytes allocated and not freed."),
+    F("allocations", nmalloc, true, "Allocations made."),
+    F("frees", ndalloc, true, "Allocations freed."),
+    F("mapped_bytes", mapped_bytes, false, "Bytes of address space backed "
+      "by memory."),
+    F("resident_bytes", resident_bytes, false, "Mapped bytes resident in "
+      "memory."),
+    F("resident_huge_bytes", resident_huge_bytes, false, "Resident bytes on "
+      "whole huge pages (THP or hugetlbfs)."),
+    F("hugetlb_2m_bytes", hugetlb_2m_bytes, false, "Mapped bytes on 2 MiB "
+      "hugetlbfs pages."),
+    F("hugetlb_1g_bytes", hugetlb_1g_bytes, false, "Mapped bytes on 1 GiB "
+      "hugetlbfs pages."),
+    F("thp_bytes", thp_bytes, false, "Mapped bytes advised MADV_HUGEPAGE."),
+    F("small_page_bytes", small_page_bytes, false, "Mapped bytes on 4 KiB "
+      "pages."),
+    F("huge_pages_full", pages_full, false, "Huge pages with no free part."),
+    F("huge_pages_partial", pages_partial, false, "Huge pages holding live "
+      "and free parts."),
+    F("huge_pages_empty_resident", pages_empty_resident, false, "Huge pages "
+      "with no live part, still resident."),
+    F("huge_pages_released", pages_released, true, "Huge pages given back "
+      "to the kernel whole."),
+    F("huge_pages_split", pages_split, true, "Huge pages split to give back "
+      "their free parts (strand_limit)."),
+    F("stranded_bytes", stranded_bytes, false, "Free bytes kept resident "
+      "by huge pages that still hold live data."),
+    F("fallbacks_pool_empty", fallback_pool_empty, true, "Regions that "
+      "wanted hugetlbfs pages and found the pool empty."),
+    F("fallbacks_thp_off", fallback_thp_off, true, "Regions that wanted "
+      "THP with THP off."),
+    F("fallbacks_mmap_failed", fallback_mmap_failed, true, "Huge-class "
+      "requests that could not be mapped and went to 4 KiB pages."),
+    F("purges_refused", purges_refused, true, "Partial purges of a huge page "
+      "not done, so as not to split it."),
+};
+#define NFIELDS (sizeof fields / sizeof *fields)
+
+static uint64_t get(const hp_arena_stats_t *a, const field_t *f) {
+	uint64_t v;
+	memcpy(&v, (const char *)a + f->off, sizeof v);
+	return v;
+}
+
+typedef struct {
+	hp_out_t out;
+	void *ctx;
+} sink_t;
+
+static void put(sink_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void put(sink_t *s, const char *fmt, ...) {
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		s->out(s->ctx, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* The policy string, escaped for a JSON string or a Prometheus label. */
+static void escaped(sink_t *s, const char *str) {
+	char buf[600];
+	size_t n = 0;
+	for (; *str && n < sizeof buf - 2; str++) {
+		if (*str == '"' || *str == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *str == '\n' ? ' ' : *str;
+	}
+	s->out(s->ctx, buf, n);
+}
+
+static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
+	put(s, "hugepreload stats: pid %" PRId64 "%s, refreshed %.1f s %s\n",
+	    st->pid, m->alive ? "" : " (not running)", m->age_s,
+	    m->alive ? "ago" : "before it ended");
+	put(s, "policy %s\n", st->policy);
+	put(s, "%-28s", "");
+	for (uint32_t a = 0; a < st->narenas; a++)
+		put(s, "%16s", st->name[a]);
+	put(s, "\n");
+	for (size_t i = 0; i < NFIELDS; i++) {
+		put(s, "%-28s", fields[i].name);
+		for (uint32_t a = 0; a < st->narenas; a++)
+			put(s, "%16" PRIu64, get(&st->arena[a], &fields[i]));
+		put(s, "\n");
+	}
+	for (int b = 0; b < HP_HIST_BUCKETS; b++) {
+		put(s, "huge_pages_live_%3d-%3d%%     ", b * 10, b * 10 + 10);
+		for (uint32_t a = 0; a < st->narenas; a++)
+			put(s, "%16" PRIu64, st->arena[a].live_hist[b]);
+		put(s, "\n");
+	}
+	put(s, "strand_limit_bytes %" PRIu64 "\n", st->strand_limit_bytes);
+}
+
+static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
+	put(s, "{\"pid\": %" PRId64 ", \"alive\": %s, \"refreshed_unix_ns\": %"
+	    PRIu64 ", \"strand_limit_bytes\": %" PRIu64 ", \"policy\": \"",
+	    st->pid, m->alive ? "true" : "false", st->updated_ns,
+	    st->strand_limit_bytes);
+	escaped(s, st->policy);
+	put(s, "\", \"arenas\": {");
+	for (uint32_t a = 0; a < st->narenas; a++) {
+		put(s, "%s\"%s\": {", a ? ", " : "", st->name[a]);
+		for (size_t i = 0; i < NFIELDS; i++)
+			put(s, "\"%s\": %" PRIu64 ", ", fields[i].name,
+			    get(&st->arena[a], &fields[i]));
+		put(s, "\"huge_pages_by_live_tenth\": [");
+		for (int b = 0; b < HP_HIST_BUCKETS; b++)
+			put(s, "%s%" PRIu64, b ? ", " : "", st->arena[a].live_hist[b]);
+		put(s, "]}");
+	}
+	put(s, "}}\n");
+}
+
+static void prom(sink_t *s, const hp_stats_t *st) {
+	put(s, "# HELP hugepreload_info The process and its policy.\n"
+	    "# TYPE hugepreload_info gauge\nhugepreload_info{pid=\"%" PRId64
+	    "\",policy=\"", st->pid);
+	escaped(s, st->policy);
+	put(s, "\"} 1\n");
+	put(s, "# HELP hugepreload_refresh_timestamp_seconds When the counters "
+	    "were last refreshed.\n# TYPE hugepreload_refresh_timestamp_seconds "
+	    "gauge\nhugepreload_refresh_timestamp_seconds{pid=\"%" PRId64 "\"} "
+	    "%.3f\n", st->pid, (double)st->updated_ns / 1e9);
+	put(s, "# HELP hugepreload_strand_limit_bytes Stranded bytes allowed "
+	    "before huge pages are split.\n# TYPE hugepreload_strand_limit_bytes "
+	    "gauge\nhugepreload_strand_limit_bytes{pid=\"%" PRId64 "\"} %" PRIu64
+	    "\n", st->pid, st->strand_limit_bytes);
+	for (size_t i = 0; i < NFIELDS; i++) {
+		const char *suffix = fields[i].counter ? "_total" : "";
+		put(s, "# HELP hugepreload_%s%s %s\n# TYPE hugepreload_%s%s %s\n",
+		    fields[i].name, suffix, fields[i].help, fields[i].name, suffix,
+		    fields[i].counter ? "counter" : "gauge");
+		for (uint32_t a = 0; a < st->narenas; a++)
+			put(s, "hugepreload_%s%s{pid=\"%" PRId64 "\",arena=\"%s\"} %"
+			    PRIu64 "\n", fields[i].name, suffix, st->pid, st->name[a],
+			    get(&st->arena[a], &fields[i]));
+	}
+	put(s, "# HELP hugepreload_huge_pages_by_live_fraction Huge pages with "
+	    "live data, by the share of it.\n# TYPE "
+	    "hugepreload_huge_pages_by_live_fraction gauge\n");
+	for (uint32_t a = 0; a < st->narenas; a++)
+		for (int b = 0; b < HP_HIST_BUCKETS; b++)
+			put(s, "hugepreload_huge_pages_by_live_fraction{pid=\"%" PRId64
+			    "\",arena=\"%s\",live=\"%.1f-%.1f\"} %" PRIu64 "\n", st->pid,
+			    st->name[a], b / 10.0, (b + 1) / 10.0,
+			    st->arena[a].live_hist[b]);
+}
+
+void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
+    hp_format_t f, hp_out_t out, void *ctx) {
+	sink_t s = {out, ctx};
+	if (f == HP_FMT_JSON)
+		json(&s, st, m);
+	else if (f == HP_FMT_PROM)
+		prom(&s, st);
+	else
+		text(&s, st, m);
+}
+
+/* A consistent copy of a stats page that its process may be writing. */
+bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out) {
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t s1 = __atomic_load_n(&shared->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1)
+			continue;
+		memcpy(out, (const void *)shared, sizeof *out);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&shared->seq, __ATOMIC_RELAXED) == s1)
+			return out->magic == HP_STATS_MAGIC &&
+			    out->version == HP_STATS_VERSION &&
+			    out->narenas <= HP_STATS_ARENAS;
+	}
+	return false;
+}

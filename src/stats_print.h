@@ -1,0 +1,23 @@
+/* Formats of the counters, shared by the library and the hugepreload
+ * command (which links stats_print.o and conf.o). */
+#ifndef HP_STATS_PRINT_H
+#define HP_STATS_PRINT_H
+
+#include <stdarg.h>
+#include "types.h"
+
+#pragma GCC visibility push(hidden)
+
+typedef void (*hp_out_t)(void *ctx, const char *s, size_t n);
+typedef struct {
+	bool alive;       /* the process is still running */
+	double age_s;     /* seconds since the last refresh */
+} hp_stats_meta_t;
+
+void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
+    hp_format_t f, hp_out_t out, void *ctx);
+bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out);
+
+#pragma GCC visibility pop
+
+#endif
