@@ -52,10 +52,12 @@ $(BUILD):
 ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
-	dlopen boot lazythread exhaust pool_threads forkcow
+	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
+	sleeper
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
-TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/policy_linked \
-	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c
+TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
+	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
+	$(BUILD)/promcheck.py
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
@@ -72,6 +74,8 @@ $(BUILD)/libdlalloc.so: test/progs/dlalloc.c
 	$(CC) $(TCFLAGS) -shared -fPIC -o $@ $<
 
 $(BUILD)/bigdict.py: test/progs/bigdict.py
+	cp $< $@
+$(BUILD)/promcheck.py: test/progs/promcheck.py
 	cp $< $@
 $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@

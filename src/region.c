@@ -271,6 +271,8 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE) {
 		hpage_zapped(page_of(hp));
 		page_of(hp)->populated = false;
+		if (page_of(hp)->split)          /* empty again: huge again */
+			madvise((void *)hp, HP_HUGE, MADV_HUGEPAGE);
 		page_of(hp)->split = false;
 		if (type == HP_MAP_HUGETLB_2M)
 			page_of(hp)->map = HP_MAP_NONE;
@@ -392,6 +394,8 @@ static void split_page(uintptr_t hp, hp_hpage_t *pg) {
 			for (unsigned k = i; k < j; k++)
 				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
 	}
+	/* Or khugepaged would collapse it again, filling the holes. */
+	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 	pg->split = true;
 	n_split++;
 }

@@ -161,9 +161,17 @@ static void publish(void) {
 void hp_stats_refresh(bool enforce) {
 	pthread_mutex_lock(&refresh_lock);
 	collect(&local);
-	/* strand_limit: split the emptiest huge pages, then count again. */
-	if (enforce && local.arena[1].stranded_bytes > local.strand_limit_bytes) {
-		hp_region_enforce(local.strand_limit_bytes);
+	/* strand_limit: split the emptiest huge pages, then count again. A
+	 * share p of resident bytes R, with S stranded now: splitting frees
+	 * exactly the stranded bytes it removes, so S' <= p (R - S + S')
+	 * holds once S' <= p / (1 - p) (R - S). */
+	const hp_arena_stats_t *h = &local.arena[1];
+	if (enforce && h->stranded_bytes > local.strand_limit_bytes) {
+		uint64_t target = hp_conf.strand_limit;
+		if (hp_conf.strand_pct && hp_conf.strand_limit < 100)
+			target = (h->resident_bytes - h->stranded_bytes) /
+			    (100 - hp_conf.strand_limit) * hp_conf.strand_limit;
+		hp_region_enforce(target);
 		collect(&local);
 	}
 	publish();
@@ -172,9 +180,14 @@ void hp_stats_refresh(bool enforce) {
 
 static void *maintain(void *arg) {
 	(void)arg;
+	char decay[64];
+	snprintf(decay, sizeof decay, "arena.%u.decay", hp_huge_arena());
 	for (;;) {
 		struct timespec t = {REFRESH_NS / 1000000000L, REFRESH_NS % 1000000000L};
 		nanosleep(&t, NULL);
+		/* Purge what the decay curve says is due, so that free pages
+		 * go back at this pace whatever jemalloc's own thread does. */
+		hp_je_mallctl(decay, NULL, NULL, NULL, 0);
 		hp_stats_refresh(true);
 	}
 	return NULL;

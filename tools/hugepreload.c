@@ -200,9 +200,13 @@ static int stat_cmd(int argc, char **argv) {
 	}
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/hugepreload.%ld", dir, pid);
-	for (;;) {
+	for (int frames = 0;; frames++) {
 		hp_stats_t st;
-		if (!load(path, &st)) {
+		if (!load(path, &st) && frames > 0) {
+			printf("hugepreload: pid %ld has exited\n", pid);
+			return 0;
+		}
+		if (frames == 0 && !load(path, &st)) {
 			fprintf(stderr, "hugepreload: no counters for pid %ld in %s "
 			    "(not running under hugepreload, or stats_dir:off)\n",
 			    pid, dir);
