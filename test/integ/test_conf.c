@@ -153,6 +153,27 @@ Test(conf, chain_keys) {
 	}
 }
 
+Test(conf, stats_keys_in_a_run) {
+	hp_run_t r = run_conf("strand_limit:64m,stats_dir:off", "1", 0,
+	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
+	    "collapse:false,decay_ms:5000,reserve:1099511627776,"
+	    "strand_limit:67108864");
+	hp_run_free(&r);
+	const char *bad[][2] = {{"strand_limit:120%", "default 25%"},
+	    {"stats_format:yaml", "default text"},
+	    {"stats_print:yes", "default false"}, {"stats_dir:", "/dev/shm"}};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		r = run_conf(bad[i][0], "1", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+		hp_run_free(&r);
+	}
+	/* stats_dir:off: no file; a directory that cannot be used: one
+	 * line, and the program runs on. */
+	r = run_conf("stats_dir:/nonexistent/dir", "1", 1, DEFAULT_POLICY);
+	cr_assert(strstr(r.err, "live counters are off"), "%s", r.err);
+	hp_run_free(&r);
+}
+
 Test(conf, reserve_values) {
 	hp_run_t r = run_conf("reserve:2g", "67108864", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"

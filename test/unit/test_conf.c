@@ -18,7 +18,10 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	return a->large_threshold == b->large_threshold &&
 	    a->backing == b->backing && a->verbose == b->verbose &&
 	    a->decay_ms == b->decay_ms && a->reserve == b->reserve &&
-	    a->hugetlb_page == b->hugetlb_page && a->collapse == b->collapse;
+	    a->hugetlb_page == b->hugetlb_page && a->collapse == b->collapse &&
+	    a->stats_print == b->stats_print &&
+	    a->stats_format == b->stats_format &&
+	    a->strand_limit == b->strand_limit && a->strand_pct == b->strand_pct;
 }
 
 static hp_conf_t parse(const char *s, msgs_t *m) {
@@ -122,6 +125,43 @@ Test(conf, unknown_and_malformed) {
 	cr_assert_eq(m.n, 2);
 	cr_assert_eq(c.decay_ms, 7);
 	cr_assert_eq(c.large_threshold, 2 << 20);
+}
+
+Test(conf, stats_and_strand_keys) {
+	msgs_t m;
+	hp_conf_t c = parse("stats_print:true,stats_format:prometheus,"
+	    "stats_file:/tmp/a:b.txt,stats_dir:/run/hp,strand_limit:40%", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert(c.stats_print);
+	cr_assert_eq(c.stats_format, HP_FMT_PROM);
+	cr_assert_str_eq(c.stats_file, "/tmp/a:b.txt", "a ':' in the value");
+	cr_assert_str_eq(c.stats_dir, "/run/hp");
+	cr_assert(c.strand_pct && c.strand_limit == 40);
+	c = parse("strand_limit:64m,stats_format:json,stats_dir:off", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert(!c.strand_pct && c.strand_limit == (size_t)64 << 20);
+	cr_assert_eq(c.stats_format, HP_FMT_JSON);
+	cr_assert_str_eq(c.stats_dir, "off");
+	c = parse("strand_limit:0%,strand_limit:100%", &m);
+	cr_assert(c.strand_pct && c.strand_limit == 100);
+	const char *bad[] = {"stats_print:1", "stats_format:xml",
+	    "stats_format:", "stats_file:", "stats_dir:", "strand_limit:101%",
+	    "strand_limit:%", "strand_limit:-1", "strand_limit:5q"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_conf_t d;
+		hp_conf_defaults(&d);
+		c = parse(bad[i], &m);
+		cr_assert_eq(m.n, 1, "%s", bad[i]);
+		cr_assert(strstr(m.last, "using the default"), "%s", m.last);
+		cr_assert(same(&c, &d) && strcmp(c.stats_dir, d.stats_dir) == 0 &&
+		    strcmp(c.stats_file, d.stats_file) == 0, "%s", bad[i]);
+	}
+	char longpath[400];
+	memset(longpath, 'a', sizeof longpath);
+	memcpy(longpath, "stats_dir:", 10);
+	longpath[sizeof longpath - 1] = '\0';
+	c = parse(longpath, &m);
+	cr_assert_eq(m.n, 1, "a path too long");
 }
 
 Test(conf, last_value_wins) {
