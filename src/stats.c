@@ -3,9 +3,11 @@
  * huge class's page states, and published in a shared page that
  * "hugepreload stat" reads from outside: <stats_dir>/hugepreload.<pid>,
  * 0600, created with O_EXCL | O_NOFOLLOW and removed at exit. Nothing
- * here runs on a fast path: a maintenance thread (started with the huge
- * class) refreshes the page every second and applies strand_limit;
- * malloc_trim and exit refresh it too.
+ * here runs on a fast path: a maintenance thread refreshes the page every
+ * second and applies strand_limit; malloc_trim and exit refresh it too.
+ * File and thread come with the first huge-class allocation, so the many
+ * short processes that never use the huge class (shells, say, which end
+ * with _exit and so would leave their file behind) make neither.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -197,6 +199,11 @@ static void *maintain(void *arg) {
 void hp_stats_start_thread(void) {
 	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
 		return;
+	pthread_mutex_lock(&refresh_lock);
+	if (shm == NULL)
+		open_file();
+	pthread_mutex_unlock(&refresh_lock);
+	hp_stats_refresh(false);
 	pthread_t t;
 	pthread_attr_t attr;
 	sigset_t all, old;
@@ -211,18 +218,17 @@ void hp_stats_start_thread(void) {
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* At start-up: the header and the file. */
+/* At start-up: the header. */
 void hp_stats_init(void) {
 	local.magic = HP_STATS_MAGIC;
 	local.version = HP_STATS_VERSION;
 	local.pid = getpid();
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	collect(&local);
-	open_file();
 }
 
 /* In a fork child: the parent's page is not ours to write; the child
- * gets a file of its own, and its thread starts with its huge class. */
+ * gets a file and a thread of its own with its own huge class. */
 void hp_stats_atfork_child(void) {
 	pthread_mutex_init(&refresh_lock, NULL);
 	thread_on = false;
@@ -230,7 +236,6 @@ void hp_stats_atfork_child(void) {
 		munmap(shm, sizeof *shm);
 	shm = NULL;
 	local.pid = getpid();
-	open_file();
 }
 
 static void to_fd(void *ctx, const char *s, size_t n) {

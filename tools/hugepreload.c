@@ -208,8 +208,8 @@ static int stat_cmd(int argc, char **argv) {
 		}
 		if (frames == 0 && !load(path, &st)) {
 			fprintf(stderr, "hugepreload: no counters for pid %ld in %s "
-			    "(not running under hugepreload, or stats_dir:off)\n",
-			    pid, dir);
+			    "(not running under hugepreload, not using its huge "
+			    "class yet, or stats_dir:off)\n", pid, dir);
 			return 1;
 		}
 		struct timespec now;

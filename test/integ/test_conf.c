@@ -169,7 +169,7 @@ Test(conf, stats_keys_in_a_run) {
 	}
 	/* stats_dir:off: no file; a directory that cannot be used: one
 	 * line, and the program runs on. */
-	r = run_conf("stats_dir:/nonexistent/dir", "1", 1, DEFAULT_POLICY);
+	r = run_conf("stats_dir:/nonexistent/dir", "8388608", 1, DEFAULT_POLICY);
 	cr_assert(strstr(r.err, "live counters are off"), "%s", r.err);
 	hp_run_free(&r);
 }

@@ -94,6 +94,17 @@ Test(stats, stats_dir_and_fork_child_file) {
 	hp_run_free(&r);
 }
 
+/* Short processes that never use the huge class leave no file, even when
+ * they end without exit handlers (as shells do). */
+Test(stats, no_file_without_the_huge_class) {
+	hp_run_t r = script("before=$(ls /dev/shm | grep -c hugepreload); "
+	    "$HP -- sh -c 'ls /dev/shm/hugepreload.$$ 2>/dev/null | wc -l'; "
+	    "after=$(ls /dev/shm | grep -c hugepreload); "
+	    "echo left=$((after - before))", NULL);
+	cr_assert(strstr(r.out, "0\nleft=0\n"), "%s%s", r.out, r.err);
+	hp_run_free(&r);
+}
+
 Test(stats, dead_process_reported_and_gc) {
 	hp_run_t r = script("$HP -- ${B}sleeper 30 > /tmp/hp-d.$$ & sleep 1; "
 	    "pid=$(sed -n 's/^pid=//p' /tmp/hp-d.$$); kill -9 $pid; wait; "
