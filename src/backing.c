@@ -193,10 +193,8 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 			    "pages; new huge-class regions go to %s (said once)",
 			    thp_usable ? "THP" : "4 KiB pages");
 	}
-	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0) {
-		__atomic_fetch_add(&hp_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
+	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
+		return 0;                /* counted by huge.c's fallback */
 	bool huge = hp_conf.backing != HP_BACKING_NONE && thp_usable;
 	if (hp_conf.backing != HP_BACKING_NONE && !thp_usable)
 		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);

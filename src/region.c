@@ -17,8 +17,10 @@ static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg);
 
 #define HP_RESERVE_MIN ((size_t)1 << 30)   /* halve down to this */
+#define HP_SPLITS_PER_PASS 4096             /* 8 GiB of huge pages */
 
 static uintptr_t align_up(uintptr_t x, size_t a) {
 	return (x + a - 1) & ~(uintptr_t)(a - 1);
@@ -290,9 +292,12 @@ void hp_region_release(void *addr, size_t len) {
 		span(hp, a, a + len, &first, &n);
 		hp_hpage_t *pg = page_of(hp);
 		if (!hp_hpage_release(pg, first, n) || pg->map == HP_MAP_NONE) {
-			/* Part of a live page: left resident rather than split. */
-			n_refused += pg->nreleased < HP_SUBPAGES &&
-			    pg->map != HP_MAP_NONE && !pg->split;
+			if (pg->map == HP_MAP_NONE || pg->nreleased == HP_SUBPAGES)
+				continue;
+			if (pg->split || pg->map == HP_MAP_4K)
+				purge_parts(hp, pg);   /* no huge page to keep */
+			else
+				n_refused++;   /* left resident rather than split */
 			continue;
 		}
 		if (hp != zap_end || pg->map != zap_type) {   /* batch runs */
@@ -343,11 +348,21 @@ static size_t stranded_of(const hp_hpage_t *pg) {
  * jemalloc since the page was last given back) stands for touched. */
 void hp_region_scan(hp_arena_stats_t *a) {
 	pthread_mutex_lock(&region_lock);
-	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
-	    hp += HP_HUGE) {
+	/* A 1 GiB page is mapped whole, also past the carved part. */
+	uintptr_t end = hp_region.carved_end;
+	if (hp_conf.hugetlb_page == HP_GIB && hp_region.size)
+		end = align_up(end, HP_GIB);
+	for (uintptr_t hp = hp_region.base; hp < end; hp += HP_HUGE) {
 		const hp_hpage_t *pg = page_of(hp);
 		if (pg->map == HP_MAP_NONE)
 			continue;
+		if (hp >= hp_region.carved_end) {      /* never handed out */
+			a->mapped_bytes += HP_HUGE;
+			a->hugetlb_1g_bytes += HP_HUGE;
+			a->resident_bytes += HP_HUGE;
+			a->resident_huge_bytes += HP_HUGE;
+			continue;
+		}
 		unsigned dirty = popcount_and(pg->dirty, NULL);
 		a->mapped_bytes += HP_HUGE;
 		switch (pg->map) {
@@ -382,18 +397,26 @@ void hp_region_scan(hp_arena_stats_t *a) {
 	pthread_mutex_unlock(&region_lock);
 }
 
-/* Purges the free 4 KiB parts of a THP page, which splits it. */
-static void split_page(uintptr_t hp, hp_hpage_t *pg) {
+/* Purges a page's free 4 KiB parts that may still be resident. */
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg) {
+	uint64_t stale[HP_SUBWORDS];
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		stale[w] = pg->released[w] & pg->dirty[w];
 	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
-		for (j = i + 1; bit(pg->released, i) && j < HP_SUBPAGES &&
-		    bit(pg->released, j); j++)
+		for (j = i + 1; bit(stale, i) && j < HP_SUBPAGES && bit(stale, j);
+		    j++)
 			;
-		if (bit(pg->released, i) && madvise((void *)(hp + ((size_t)i <<
+		if (bit(stale, i) && madvise((void *)(hp + ((size_t)i <<
 		    HP_PAGE_SHIFT)), (size_t)(j - i) << HP_PAGE_SHIFT,
 		    MADV_DONTNEED) == 0)
 			for (unsigned k = i; k < j; k++)
 				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
 	}
+}
+
+/* Purges the free 4 KiB parts of a THP page, which splits it. */
+static void split_page(uintptr_t hp, hp_hpage_t *pg) {
+	purge_parts(hp, pg);
 	/* Or khugepaged would collapse it again, filling the holes. */
 	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 	pg->split = true;
@@ -409,14 +432,19 @@ static void split_page(uintptr_t hp, hp_hpage_t *pg) {
 size_t hp_region_enforce(size_t limit) {
 	pthread_mutex_lock(&region_lock);
 	size_t stranded = 0;
+	unsigned splits = 0;
+	/* Only what splitting can give back counts here: THP pages. */
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
 	    hp += HP_HUGE)
-		stranded += stranded_of(page_of(hp));
-	/* Emptiest first: by tenths of live parts, low to high. */
-	for (unsigned tenth = 0; tenth < HP_HIST_BUCKETS && stranded > limit;
-	    tenth++)
+		if (page_of(hp)->map == HP_MAP_THP)
+			stranded += stranded_of(page_of(hp));
+	/* Emptiest first: by tenths of live parts, low to high. At most
+	 * HP_SPLITS_PER_PASS a call, so region_lock is not held long. */
+	for (unsigned tenth = 0; tenth < HP_HIST_BUCKETS && stranded > limit &&
+	    splits < HP_SPLITS_PER_PASS; tenth++)
 		for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end &&
-		    stranded > limit; hp += HP_HUGE) {
+		    stranded > limit && splits < HP_SPLITS_PER_PASS;
+		    hp += HP_HUGE) {
 			hp_hpage_t *pg = page_of(hp);
 			unsigned live = HP_SUBPAGES - pg->nreleased;
 			if (pg->map != HP_MAP_THP || pg->split || live == 0 ||
@@ -425,6 +453,7 @@ size_t hp_region_enforce(size_t limit) {
 				continue;
 			size_t before = stranded_of(pg);
 			split_page(hp, pg);
+			splits++;
 			stranded -= before - stranded_of(pg);
 		}
 	pthread_mutex_unlock(&region_lock);

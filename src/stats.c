@@ -69,13 +69,16 @@ static void open_file(void) {
 				unlink(shm_path);
 				break;
 			}
-			shm = p;
-			shm_pid = getpid();
-			memcpy(shm, &local, sizeof local);
-			shm->pid = shm_pid;
-			shm->start_ticks = start_ticks();
-			__atomic_store_n(&shm->magic, HP_STATS_MAGIC,
+			hp_stats_t *page = p;
+			uint64_t ticks = start_ticks();
+			memcpy(page, &local, sizeof local);
+			page->magic = 0;          /* valid once all is there */
+			page->pid = getpid();
+			page->start_ticks = ticks;
+			__atomic_store_n(&page->magic, HP_STATS_MAGIC,
 			    __ATOMIC_RELEASE);
+			shm_pid = getpid();
+			shm = page;
 			return;
 		}
 		/* A file for this pid already: left by an earlier process
@@ -129,11 +132,15 @@ static void collect(hp_stats_t *st) {
 	je_counts(4096, &all);
 	if (hp_threshold != SIZE_MAX)
 		je_counts(hp_huge_arena(), huge);
-	small->live_bytes = all.live_bytes - huge->live_bytes;
-	small->nmalloc = all.nmalloc - huge->nmalloc;
-	small->ndalloc = all.ndalloc - huge->ndalloc;
-	small->mapped_bytes = all.mapped_bytes - huge->mapped_bytes;
-	small->resident_bytes = all.resident_bytes - huge->resident_bytes;
+	/* Two reads of jemalloc's stats: another thread's "epoch" between
+	 * them could make a difference negative; clamp it. */
+#define MINUS(f) small->f = all.f > huge->f ? all.f - huge->f : 0
+	MINUS(live_bytes);
+	MINUS(nmalloc);
+	MINUS(ndalloc);
+	MINUS(mapped_bytes);
+	MINUS(resident_bytes);
+#undef MINUS
 	small->small_page_bytes = small->mapped_bytes;
 	/* The huge class's memory, from its page states. */
 	huge->mapped_bytes = huge->resident_bytes = 0;
@@ -151,7 +158,8 @@ static void collect(hp_stats_t *st) {
 static void publish(void) {
 	if (shm == NULL || shm_pid != getpid())
 		return;
-	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_ACQ_REL);     /* odd */
+	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELAXED);     /* odd */
+	__atomic_thread_fence(__ATOMIC_RELEASE);   /* before the data below */
 	shm->narenas = local.narenas;
 	shm->updated_ns = local.updated_ns;
 	shm->strand_limit_bytes = local.strand_limit_bytes;

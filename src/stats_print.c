@@ -4,6 +4,7 @@
  * never allocates.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,7 +87,7 @@ static void escaped(sink_t *s, const char *str) {
 	for (; *str && n < sizeof buf - 2; str++) {
 		if (*str == '"' || *str == '\\')
 			buf[n++] = '\\';
-		buf[n++] = *str == '\n' ? ' ' : *str;
+		buf[n++] = (unsigned char)*str < 0x20 ? ' ' : *str;
 	}
 	s->out(s->ctx, buf, n);
 }
@@ -184,15 +185,28 @@ void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
 /* A consistent copy of a stats page that its process may be writing. */
 bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out) {
 	for (int tries = 0; tries < 1000; tries++) {
+		if (tries > 0)
+			sched_yield();       /* the writer may be preempted */
 		uint64_t s1 = __atomic_load_n(&shared->seq, __ATOMIC_ACQUIRE);
 		if (s1 & 1)
 			continue;
 		memcpy(out, (const void *)shared, sizeof *out);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&shared->seq, __ATOMIC_RELAXED) == s1)
-			return out->magic == HP_STATS_MAGIC &&
-			    out->version == HP_STATS_VERSION &&
-			    out->narenas <= HP_STATS_ARENAS;
+		if (__atomic_load_n(&shared->seq, __ATOMIC_RELAXED) != s1)
+			continue;
+		/* The file is not to be trusted: bound every string, and keep
+		 * arena names to [a-z0-9_] (they become keys and labels). */
+		out->policy[sizeof out->policy - 1] = '\0';
+		for (unsigned a = 0; a < HP_STATS_ARENAS; a++) {
+			out->name[a][sizeof out->name[a] - 1] = '\0';
+			for (char *c = out->name[a]; *c; c++)
+				if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' &&
+				    *c <= '9') || *c == '_'))
+					*c = '_';
+		}
+		return out->magic == HP_STATS_MAGIC &&
+		    out->version == HP_STATS_VERSION &&
+		    out->narenas <= HP_STATS_ARENAS;
 	}
 	return false;
 }

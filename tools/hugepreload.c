@@ -10,12 +10,13 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,22 +104,26 @@ static void default_dir(char *out, size_t n) {
 	snprintf(out, n, "%s", c.stats_dir);
 }
 
-/* Reads the stats file; 0 if it is not one. */
-static int load(const char *path, hp_stats_t *st) {
+/* Reads the stats file into *st (read, not mapped: a file someone else
+ * truncates cannot fault us); 0 if it is not one. *sb: the file read. */
+static int load(const char *path, hp_stats_t *st, struct stat *sb) {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	struct stat sb;
-	void *p = MAP_FAILED;
-	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-	    (size_t)sb.st_size >= sizeof *st)
-		p = mmap(NULL, sizeof *st, PROT_READ, MAP_SHARED, fd, 0);
+	hp_stats_t buf;
+	uint64_t seq;
+	int ok = 0;
+	if (fstat(fd, sb) == 0 && S_ISREG(sb->st_mode))
+		for (int tries = 0; tries < 1000 && !ok; tries++) {
+			if (tries)
+				sched_yield();
+			ok = pread(fd, &buf, sizeof buf, 0) == (ssize_t)sizeof buf &&
+			    !(buf.seq & 1) && pread(fd, &seq, sizeof seq,
+			    offsetof(hp_stats_t, seq)) == (ssize_t)sizeof seq &&
+			    seq == buf.seq;
+		}
 	close(fd);
-	if (p == MAP_FAILED)
-		return 0;
-	int ok = hp_stats_copy(p, st);
-	munmap(p, sizeof *st);
-	return ok;
+	return ok && hp_stats_copy(&buf, st);
 }
 
 /* Is the process that wrote st still running (same pid, same start)? */
@@ -153,14 +158,28 @@ static int gc(const char *dir) {
 	while ((e = readdir(d)) != NULL) {
 		if (strncmp(e->d_name, "hugepreload.", 12) != 0)
 			continue;
-		char path[PATH_MAX + 256];
+		char path[PATH_MAX + 256], proc[64];
 		hp_stats_t st;
+		struct stat sb, now;
+		long pid = strtol(e->d_name + 12, NULL, 10);
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		if (!load(path, &st) || alive(&st))
+		if (load(path, &st, &sb)) {
+			if (alive(&st))
+				continue;
+		} else {
+			/* Unreadable (its process died mid-write, say): judge by
+			 * the pid in its name. */
+			snprintf(proc, sizeof proc, "/proc/%ld", pid);
+			if (pid <= 0 || access(proc, F_OK) == 0 ||
+			    lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+				continue;
+		}
+		/* Still the file judged, not one a new process made since. */
+		if (lstat(path, &now) != 0 || now.st_ino != sb.st_ino ||
+		    now.st_dev != sb.st_dev)
 			continue;
 		if (unlink(path) == 0) {
-			printf("removed %s (pid %lld is not running)\n", path,
-			    (long long)st.pid);
+			printf("removed %s (pid %ld is not running)\n", path, pid);
 			removed++;
 		}
 	}
@@ -202,11 +221,13 @@ static int stat_cmd(int argc, char **argv) {
 	snprintf(path, sizeof path, "%s/hugepreload.%ld", dir, pid);
 	for (int frames = 0;; frames++) {
 		hp_stats_t st;
-		if (!load(path, &st) && frames > 0) {
+		struct stat sb;
+		int got = load(path, &st, &sb);
+		if (!got && frames > 0 && access(path, F_OK) != 0) {
 			printf("hugepreload: pid %ld has exited\n", pid);
 			return 0;
 		}
-		if (frames == 0 && !load(path, &st)) {
+		if (!got) {
 			fprintf(stderr, "hugepreload: no counters for pid %ld in %s "
 			    "(not running under hugepreload, not using its huge "
 			    "class yet, or stats_dir:off)\n", pid, dir);
