@@ -18,7 +18,7 @@ JE_SYMS := malloc calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test demo bench-callgrind bench-threshold clean
+.PHONY: all deps test demo bench bench-quick bench-callgrind bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -104,6 +104,8 @@ $(BUILD)/chase: bench/chase.c test/progs/probe.c
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl
 $(BUILD)/sizes: bench/sizes.c test/progs/probe.c
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
+$(BUILD)/workloads: bench/workloads.c test/progs/probe.c
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
 $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
 
@@ -115,6 +117,12 @@ bench-callgrind: all $(BUILD)/mfloop
 
 bench-threshold: all $(BUILD)/sizes
 	scripts/bench-threshold
+
+BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads
+bench: all $(BENCH_BINS)
+	scripts/bench.py
+bench-quick: all $(BENCH_BINS)
+	scripts/bench.py --quick
 
 clean:
 	rm -rf $(BUILD)

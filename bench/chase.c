@@ -50,7 +50,7 @@ static void report(const char *name, void **ptrs, size_t n, size_t bytes) {
 	    "%s_nh=%ld\n%s_rss_kb=%ld\n%s_anon_huge_kb=%ld\n%s_hugetlb_kb=%ld\n",
 	    name, bytes, name, cls == NULL ? "-" : cls(ptrs[0]) == 2 ? "huge" :
 	    "small", name, vmas, name, hg, name, nh, name, rss, name, huge, name,
-	    hugetlb, name);
+	    hugetlb);
 	free(seen);
 	free(v);
 }
@@ -85,8 +85,9 @@ int main(int argc, char **argv) {
 		p = p->next;
 	double dt = now() - t0;
 
-	printf("ns_per_load=%.2f\nsetup_s=%.2f\nend=%p\n", dt * 1e9 / loads,
-	    setup, (void *)p);
+	printf("ns_per_load=%.2f\nsetup_s=%.2f\nend=%p\npeak_kb=%ld\n",
+	    dt * 1e9 / loads, setup, (void *)p, probe_rss_kb() +
+	    probe_hugetlb_kb());
 	void *big[] = {c};
 	report("large", big, 1, n * sizeof *c);
 	report("small", small, nsmall, nsmall * 64);

@@ -111,6 +111,21 @@ long probe_rss_kb(void) {
 	return p ? strtol(p + 6, NULL, 10) : -1;
 }
 
+long probe_hugetlb_kb(void) {
+	char buf[4096];
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	long kb = 0;
+	for (const char *k = buf; (k = strstr(k, "_Hugetlb:")) != NULL; k += 9)
+		kb += strtol(k + 9, NULL, 10);
+	return kb;
+}
+
 long probe_meminfo(const char *key) {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[128];

@@ -24,6 +24,9 @@ bool probe_has_flag(const probe_vma_t *v, const char *flag);
 long long probe_thp_bytes(const void *p, size_t len);
 /* VmRSS of /proc/self/status in kB; makes no malloc call. */
 long probe_rss_kb(void);
+/* Private_Hugetlb + Shared_Hugetlb of /proc/self/smaps_rollup in kB; makes
+ * no malloc call. */
+long probe_hugetlb_kb(void);
 /* One field of /proc/meminfo ("HugePages_Free:"), or -1. */
 long probe_meminfo(const char *key);
 /* A number in a sysfs file, or -1. */

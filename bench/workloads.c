@@ -1,0 +1,111 @@
+/*
+ * Benchmark workloads, one per run: the figures are printed as key=value.
+ * Every workload also prints peak_kb: the most memory the process held,
+ * hugetlbfs pages included (which VmHWM leaves out).
+ *
+ *   stranding MIB KEEP_PCT WAIT_S   W4 (KEEP_PCT 0: one object per 2 MiB of
+ *                                   address order) / W4r (KEEP_PCT 1: a
+ *                                   random 1%): 64 B objects, the rest
+ *                                   freed, then WAIT_S s with no call
+ *   reuse N MIN_MIB MAX_MIB LIVE    W6: N blocks of MIN..MAX MiB, at most
+ *                                   LIVE at a time, each zero-filled
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "probe.h"
+
+static double now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_rand(void) {
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return rng;
+}
+
+/* Resident memory now, hugetlbfs pages included, in kB. */
+static long held_kb(void) {
+	return probe_rss_kb() + probe_hugetlb_kb();
+}
+
+static long peak;
+static void sample(void) {
+	long h = held_kb();
+	if (h > peak)
+		peak = h;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int stranding(size_t mib, int keep_pct, double wait) {
+	size_t n = (mib << 20) / 64, live = 0;
+	char **p = malloc(n * sizeof *p);
+	double t0 = now();
+	for (size_t i = 0; i < n; i++) {
+		p[i] = malloc(64);
+		memset(p[i], 1, 64);
+	}
+	sample();
+	qsort(p, n, sizeof *p, cmp_ptr);   /* address order */
+	uintptr_t last = 0;
+	for (size_t i = 0; i < n; i++) {
+		int keep = keep_pct ? (int)(next_rand() % 100) < keep_pct :
+		    ((uintptr_t)p[i] >> 21) != last;
+		last = (uintptr_t)p[i] >> 21;
+		if (keep)
+			live += 64;
+		else
+			free(p[i]);
+	}
+	double setup = now() - t0;
+	long after_free = held_kb();
+	/* No allocator call from here: does the memory come back? */
+	struct timespec s = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+	nanosleep(&s, NULL);
+	long end = held_kb();
+	printf("setup_s=%.3f\nlive_kb=%zu\nrss_after_free_kb=%ld\n"
+	    "rss_after_wait_kb=%ld\nexcess_kb=%ld\npeak_kb=%ld\n", setup,
+	    live >> 10, after_free, end, end - (long)(live >> 10), peak);
+	return 0;
+}
+
+static int reuse(int n, int min_mib, int max_mib, int live) {
+	char **slot = calloc((size_t)live, sizeof *slot);
+	double t0 = now();
+	unsigned long sum = 0;
+	for (int i = 0; i < n; i++) {
+		int k = (int)(next_rand() % (uint64_t)live);
+		free(slot[k]);
+		size_t size = ((size_t)min_mib << 20) + next_rand() %
+		    (((size_t)(max_mib - min_mib) << 20) + 1);
+		slot[k] = malloc(size);
+		memset(slot[k], 0, size);
+		sum += (unsigned char)slot[k][size / 2];
+		if (i % 50 == 0)
+			sample();
+	}
+	double t = now() - t0;
+	sample();
+	for (int k = 0; k < live; k++)
+		free(slot[k]);
+	printf("time_s=%.3f\npeak_kb=%ld\nchecksum=%lu\n", t, peak, sum);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	if (argc >= 5 && strcmp(argv[1], "stranding") == 0)
+		return stranding((size_t)atol(argv[2]), atoi(argv[3]), atof(argv[4]));
+	if (argc >= 6 && strcmp(argv[1], "reuse") == 0)
+		return reuse(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	fprintf(stderr, "usage: see bench/workloads.c\n");
+	return 2;
+}

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: every workload under every allocator
+configuration in one run, interleaved (A B C ... A B C ...), several runs
+each. Reports medians, min-max and ratios to glibc, peak memory (hugetlbfs
+pages included) and huge-page figures; writes results/<stamp>/results.json
+and results.md. The hugetlbfs pool is reserved only around the
+configurations that use it, and every knob touched is put back.
+
+usage: scripts/bench.py [--quick] [--runs N] [--only W2,W6] [--configs a,b]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build")
+LIB = "/usr/lib/x86_64-linux-gnu/"
+POOL = "/proc/sys/vm/nr_hugepages"
+
+# name -> (environment, hugetlbfs pages to reserve (MiB of the largest
+# workload / 2 is decided per workload), description)
+CONFIGS = {
+    "glibc": ({}, False, "glibc malloc"),
+    "glibc-hugetlb1": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, False,
+                       "glibc, THP via madvise"),
+    "glibc-hugetlb2": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, True,
+                       "glibc, hugetlbfs pool"),
+    "jemalloc": ({"LD_PRELOAD": LIB + "libjemalloc.so.2"}, False,
+                 "jemalloc 5.3"),
+    "jemalloc-thp": ({"LD_PRELOAD": LIB + "libjemalloc.so.2",
+                      "MALLOC_CONF": "thp:always"}, False,
+                     "jemalloc, thp:always"),
+    "mimalloc": ({"LD_PRELOAD": LIB + "libmimalloc.so.2"}, False,
+                 "mimalloc 2.0"),
+    "mimalloc-large": ({"LD_PRELOAD": LIB + "libmimalloc.so.2",
+                        "MIMALLOC_LARGE_OS_PAGES": "1"}, False,
+                       "mimalloc, large OS pages"),
+    "tcmalloc": ({"LD_PRELOAD": LIB + "libtcmalloc_minimal.so.4"}, False,
+                 "gperftools tcmalloc"),
+    "hugepreload": ({"LD_PRELOAD": os.path.join(BUILD, "libhugepreload.so")},
+                    False, "hugepreload default"),
+    "hugepreload-hugetlb": ({"LD_PRELOAD": os.path.join(BUILD,
+                                                        "libhugepreload.so")},
+                            True, "hugepreload with a hugetlbfs pool"),
+}
+
+# name -> (argv, main figure, lower is better, unit, pool MiB, quick argv)
+WORKLOADS = {
+    "W2": (["chase", "4096", "20", "0"], "ns_per_load", "ns/load", 4200,
+           ["chase", "1024", "10", "0"]),
+    "W4": (["workloads", "stranding", "2048", "0", "15"], "excess_kb",
+           "kB over live after 15 s", 0,
+           ["workloads", "stranding", "512", "0", "15"]),
+    "W4r": (["workloads", "stranding", "2048", "1", "15"], "excess_kb",
+            "kB over live after 15 s", 0,
+            ["workloads", "stranding", "512", "1", "15"]),
+    "W6": (["workloads", "reuse", "2000", "5", "25", "20"], "time_s", "s",
+           600, ["workloads", "reuse", "400", "5", "25", "20"]),
+}
+
+
+def knob(path, value=None):
+    with open(path) as f:
+        old = f.read().strip()
+    if value is not None:
+        with open(path, "w") as f:
+            f.write(str(value))
+    return old
+
+
+def run_one(config, workload, quick):
+    env_add, pool, _ = CONFIGS[config]
+    argv, main, _, pool_mib, qargv = WORKLOADS[workload]
+    argv = list(qargv if quick else argv)
+    argv[0] = os.path.join(BUILD, argv[0])
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES",
+                        "HUGEPRELOAD_CONF", "MIMALLOC_LARGE_OS_PAGES")}
+    env.update(env_add)
+    old_pool = None
+    if pool and pool_mib:
+        old_pool = knob(POOL, pool_mib // 2)
+    try:
+        t0 = time.monotonic()
+        out = subprocess.run(argv, env=env, capture_output=True, text=True,
+                             timeout=600)
+        wall = time.monotonic() - t0
+    finally:
+        if old_pool is not None:
+            knob(POOL, old_pool)
+    if out.returncode != 0:
+        return {"error": f"exit {out.returncode}: {out.stderr[-300:]}"}
+    res = {}
+    for line in out.stdout.splitlines():
+        k, _, v = line.partition("=")
+        try:
+            res[k] = float(v)
+        except ValueError:
+            pass
+    res["wall_s"] = wall
+    res["main"] = res.get(main)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--only")
+    ap.add_argument("--configs")
+    a = ap.parse_args()
+    runs = a.runs or (1 if a.quick else 3)
+    workloads = a.only.split(",") if a.only else list(WORKLOADS)
+    configs = a.configs.split(",") if a.configs else list(CONFIGS)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    outdir = os.path.join(ROOT, "results", stamp)
+    os.makedirs(outdir, exist_ok=True)
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    saved = {POOL: knob(POOL), thp: knob(thp)}
+    results = {w: {c: [] for c in configs} for w in workloads}
+    total, done = len(workloads) * len(configs) * runs, 0
+    try:
+        for w in workloads:
+            for r in range(runs):
+                for c in configs:            # interleaved
+                    res = run_one(c, w, a.quick)
+                    results[w][c].append(res)
+                    done += 1
+                    fig = res.get("main")
+                    print(f"[{done}/{total}] {w} run {r + 1} {c:20} "
+                          f"{res.get('error') or f'{fig:.2f}'}", flush=True)
+    finally:
+        for path, value in saved.items():
+            if knob(path) != value:
+                knob(path, value.split("[")[-1].split("]")[0]
+                     if "[" in value else value)
+    report(results, outdir, runs, a.quick)
+
+
+def summary(results):
+    rows = {}
+    for w, per in results.items():
+        rows[w] = {}
+        for c, rs in per.items():
+            vals = [r["main"] for r in rs if r.get("main") is not None]
+            peaks = [r.get("peak_kb", 0) for r in rs if "peak_kb" in r]
+            if not vals:
+                rows[w][c] = {"error": rs[0].get("error") if rs else "none"}
+                continue
+            rows[w][c] = {"median": statistics.median(vals), "min": min(vals),
+                          "max": max(vals), "runs": len(vals),
+                          "peak_kb": statistics.median(peaks) if peaks else None}
+        base = rows[w].get("glibc", {}).get("median")
+        for c, row in rows[w].items():
+            if "median" in row and base:
+                row["ratio_to_glibc"] = row["median"] / base
+    return rows
+
+
+def report(results, outdir, runs, quick):
+    rows = summary(results)
+    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "machine": f"{platform.node()} {platform.machine()} "
+                       f"{os.cpu_count()} cores, kernel {platform.release()}",
+            "runs": runs, "quick": quick}
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"meta": meta, "summary": rows, "raw": results}, f,
+                  indent=1)
+    lines = [f"# hugepreload benchmark, {meta['date']}", "",
+             f"{meta['machine']}; {runs} run(s) per cell, interleaved"
+             f"{' (quick)' if quick else ''}. Medians (min-max); ratio to "
+             "glibc; lower is better.", ""]
+    for w, per in rows.items():
+        unit = WORKLOADS[w][2]
+        lines += [f"## {w}: {unit}", "",
+                  "| configuration | median | min-max | ratio | peak MiB |",
+                  "|---|---|---|---|---|"]
+        for c, row in per.items():
+            if "error" in row:
+                lines.append(f"| {c} | error: {row['error']} | | | |")
+                continue
+            peak = f"{row['peak_kb'] / 1024:.0f}" if row["peak_kb"] else ""
+            lines.append(f"| {c} | {row['median']:.2f} | {row['min']:.2f}-"
+                         f"{row['max']:.2f} | "
+                         f"{row.get('ratio_to_glibc', 0):.2f} | {peak} |")
+        lines.append("")
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    print(f"written: {outdir}/results.json, results.md")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
