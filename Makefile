@@ -105,7 +105,7 @@ $(BUILD)/chase: bench/chase.c test/progs/probe.c
 $(BUILD)/sizes: bench/sizes.c test/progs/probe.c
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
 $(BUILD)/workloads: bench/workloads.c test/progs/probe.c
-	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
+	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -lpthread
 $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
 

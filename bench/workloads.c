@@ -9,7 +9,12 @@
  *                                   freed, then WAIT_S s with no call
  *   reuse N MIN_MIB MAX_MIB LIVE    W6: N blocks of MIN..MAX MiB, at most
  *                                   LIVE at a time, each zero-filled
+ *   objchase N KIB LOADS_M          W3: a dependent-load chase through N
+ *                                   separately malloc'd objects of KIB
+ *   churn THREADS OPS               W5: threads allocate 16-1024 B objects
+ *                                   and free each other's
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,11 +106,81 @@ static int reuse(int n, int min_mib, int max_mib, int live) {
 	return 0;
 }
 
+static int objchase(size_t n, size_t kib, long loads) {
+	void ***obj = malloc(n * sizeof *obj);
+	double t0 = now();
+	for (size_t i = 0; i < n; i++) {
+		obj[i] = malloc(kib << 10);
+		memset(obj[i], 0, kib << 10);
+	}
+	/* Sattolo over the objects: one cycle, random order. */
+	size_t *perm = malloc(n * sizeof *perm);
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = next_rand() % i, t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		*obj[i] = obj[perm[i]];
+	free(perm);
+	double setup = now() - t0;
+	sample();
+	void **p = obj[0];
+	t0 = now();
+	for (long i = 0; i < loads; i++)
+		p = *p;
+	double ns = (now() - t0) * 1e9 / (double)loads;
+	printf("ns_per_load=%.2f\nsetup_s=%.3f\npeak_kb=%ld\nend=%p\n", ns,
+	    setup, peak, (void *)p);
+	return 0;
+}
+
+#define SLOTS 4096
+static void *_Atomic ring[SLOTS];
+static long ops_per_thread;
+
+static void *churner(void *arg) {
+	uint64_t r = 0x2545f4914f6cdd1dull * ((uintptr_t)arg + 1);
+	for (long i = 0; i < ops_per_thread; i++) {
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		char *p = malloc(16 + r % 1009);
+		p[0] = (char)i;
+		/* Swap into a shared slot: the old object is freed here, often
+		 * by another thread than the one that allocated it. */
+		free(__atomic_exchange_n(&ring[r % SLOTS], p, __ATOMIC_ACQ_REL));
+	}
+	return NULL;
+}
+
+static int churn(int threads, long ops) {
+	pthread_t t[64];
+	ops_per_thread = ops;
+	double t0 = now();
+	for (int i = 0; i < threads && i < 64; i++)
+		pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)i);
+	for (int i = 0; i < threads && i < 64; i++)
+		pthread_join(t[i], NULL);
+	double dt = now() - t0;
+	sample();
+	for (int i = 0; i < SLOTS; i++)
+		free(ring[i]);
+	printf("time_s=%.3f\nns_per_op=%.2f\npeak_kb=%ld\n", dt,
+	    dt * 1e9 / (double)(ops * threads), peak);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc >= 5 && strcmp(argv[1], "stranding") == 0)
 		return stranding((size_t)atol(argv[2]), atoi(argv[3]), atof(argv[4]));
 	if (argc >= 6 && strcmp(argv[1], "reuse") == 0)
 		return reuse(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	if (argc >= 5 && strcmp(argv[1], "objchase") == 0)
+		return objchase((size_t)atol(argv[2]), (size_t)atol(argv[3]),
+		    atol(argv[4]) * 1000000L);
+	if (argc >= 4 && strcmp(argv[1], "churn") == 0)
+		return churn(atoi(argv[2]), atol(argv[3]));
 	fprintf(stderr, "usage: see bench/workloads.c\n");
 	return 2;
 }

@@ -54,12 +54,16 @@ CONFIGS = {
 WORKLOADS = {
     "W2": (["chase", "4096", "20", "0"], "ns_per_load", "ns/load", 4200,
            ["chase", "1024", "10", "0"]),
+    "W3": (["workloads", "objchase", "4000000", "2", "20"], "ns_per_load",
+           "ns/load", 8400, ["workloads", "objchase", "500000", "2", "10"]),
     "W4": (["workloads", "stranding", "2048", "0", "15"], "excess_kb",
            "kB over live after 15 s", 0,
            ["workloads", "stranding", "512", "0", "15"]),
     "W4r": (["workloads", "stranding", "2048", "1", "15"], "excess_kb",
             "kB over live after 15 s", 0,
             ["workloads", "stranding", "512", "1", "15"]),
+    "W5": (["workloads", "churn", "2", "20000000"], "time_s", "s", 0,
+           ["workloads", "churn", "2", "5000000"]),
     "W6": (["workloads", "reuse", "2000", "5", "25", "20"], "time_s", "s",
            600, ["workloads", "reuse", "400", "5", "25", "20"]),
 }
@@ -193,7 +197,39 @@ def report(results, outdir, runs, quick):
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
-    print(f"written: {outdir}/results.json, results.md")
+    chart(rows, outdir, meta)
+    print(f"written: {outdir}/results.json, results.md, results.png")
+
+
+def chart(rows, outdir, meta):
+    """Ratio to glibc, per workload (clusters) and configuration (bars)."""
+    workloads = list(rows)
+    configs = [c for c in CONFIGS if any(c in rows[w] for w in workloads)]
+    data = os.path.join(outdir, "ratios.dat")
+    with open(data, "w") as f:
+        f.write("config " + " ".join(workloads) + "\n")
+        for c in configs:
+            vals = [rows[w].get(c, {}).get("ratio_to_glibc") for w in workloads]
+            f.write(c + " " + " ".join(f"{v:.4f}" if v else "NaN"
+                                       for v in vals) + "\n")
+    plot = f"""set terminal pngcairo size 1400,700 font ',10'
+set output '{outdir}/results.png'
+set title 'hugepreload benchmark {meta["date"]}: median ratio to glibc (lower is better)'
+set style data histograms
+set style histogram clustered gap 2
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key outside right
+set grid ytics
+set yrange [0:*]
+set xtics rotate by -30
+plot for [i=2:{len(workloads) + 1}] '{data}' using i:xtic(1) title columnheader(i)
+"""
+    try:
+        subprocess.run(["gnuplot"], input=plot, text=True, check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"no chart: gnuplot failed ({e})")
 
 
 if __name__ == "__main__":

@@ -97,29 +97,28 @@ out:
 	return bytes;
 }
 
+/* Reads a small /proc file into buf without stdio (no malloc call). */
+static int slurp(const char *path, char *buf, size_t n) {
+	int fd = open(path, O_RDONLY);
+	ssize_t got = fd < 0 ? -1 : read(fd, buf, n - 1);
+	if (fd >= 0)
+		close(fd);
+	buf[got > 0 ? got : 0] = '\0';
+	return got > 0;
+}
+
 /* Without stdio: callers poll it while making no malloc calls. */
 long probe_rss_kb(void) {
 	char buf[4096];
-	int fd = open("/proc/self/status", O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	const char *p = strstr(buf, "VmRSS:");
+	const char *p = slurp("/proc/self/status", buf, sizeof buf) ?
+	    strstr(buf, "VmRSS:") : NULL;
 	return p ? strtol(p + 6, NULL, 10) : -1;
 }
 
 long probe_hugetlb_kb(void) {
 	char buf[4096];
-	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
+	if (!slurp("/proc/self/smaps_rollup", buf, sizeof buf))
 		return 0;
-	buf[n] = '\0';
 	long kb = 0;
 	for (const char *k = buf; (k = strstr(k, "_Hugetlb:")) != NULL; k += 9)
 		kb += strtol(k + 9, NULL, 10);
