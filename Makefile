@@ -118,7 +118,11 @@ bench-callgrind: all $(BUILD)/mfloop
 bench-threshold: all $(BUILD)/sizes
 	scripts/bench-threshold
 
-BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads
+$(BUILD)/hashmap: bench/hashmap.cpp
+	$(CXX) -std=c++17 -O3 -msse4.2 -DNDEBUG -o $@ $< \
+		$$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
+
+BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap
 bench: all $(BENCH_BINS)
 	scripts/bench.py
 bench-quick: all $(BENCH_BINS)

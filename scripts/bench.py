@@ -50,8 +50,12 @@ CONFIGS = {
                             True, "hugepreload with a hugetlbfs pool"),
 }
 
-# name -> (argv, main figure, lower is better, unit, pool MiB, quick argv)
+# name -> (argv, main figure, unit, pool MiB, quick argv)
 WORKLOADS = {
+    "W1": (["hashmap", "10", "0"], "ns_per_insert", "ns/insert", 600,
+           ["hashmap", "10", "0"]),
+    "W1l": (["hashmap", "10", "50"], "ns_per_lookup", "ns/lookup", 600,
+            ["hashmap", "10", "20"]),
     "W2": (["chase", "4096", "20", "0"], "ns_per_load", "ns/load", 4200,
            ["chase", "1024", "10", "0"]),
     "W3": (["workloads", "objchase", "4000000", "2", "20"], "ns_per_load",
