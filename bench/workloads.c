@@ -62,15 +62,21 @@ static int stranding(size_t mib, int keep_pct, double wait) {
 	sample();
 	qsort(p, n, sizeof *p, cmp_ptr);   /* address order */
 	uintptr_t last = 0;
+	size_t kept = 0;
 	for (size_t i = 0; i < n; i++) {
 		int keep = keep_pct ? (int)(next_rand() % 100) < keep_pct :
 		    ((uintptr_t)p[i] >> 21) != last;
 		last = (uintptr_t)p[i] >> 21;
 		if (keep)
-			live += 64;
+			p[kept++] = p[i];        /* survivors, in the same array */
 		else
 			free(p[i]);
 	}
+	/* Only the survivors' pointers stay live, in an array of their own. */
+	char **survivors = malloc((kept ? kept : 1) * sizeof *survivors);
+	memcpy(survivors, p, kept * sizeof *p);
+	free(p);
+	live = kept * 64 + kept * sizeof *survivors;
 	double setup = now() - t0;
 	long after_free = held_kb();
 	/* No allocator call from here: does the memory come back? */

@@ -253,7 +253,8 @@ const char *const hp_conf_help[][4] = {
     {"collapse", "true|false", "false",
      "MADV_COLLAPSE new THP pages when first used"},
     {"decay_ms", "-1 (never), 0..3600000", "5000",
-     "how long free huge pages stay before they go back to the kernel"},
+     "how long free memory stays before it goes back to the kernel "
+     "(both classes)"},
     {"reserve", "bytes, 1g..64t", "1t",
      "address space reserved for the huge class"},
     {"strand_limit", "bytes, or 0%..100%", "25%", "stranded bytes allowed "

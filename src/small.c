@@ -18,8 +18,10 @@ const char *hp_small_jemalloc_conf(const hp_conf_t *c) {
 	size_t tcache_max = 32768;
 	while (tcache_max >= c->large_threshold)
 		tcache_max >>= 1;
-	snprintf(buf, sizeof buf, "thp:never,zero_realloc:free,tcache_max:%zu",
-	    tcache_max);
+	/* decay_ms holds for the small class too: freed slabs go back at the
+	 * same pace as free huge pages. */
+	snprintf(buf, sizeof buf, "thp:never,zero_realloc:free,tcache_max:%zu,"
+	    "dirty_decay_ms:%ld", tcache_max, c->decay_ms);
 	return buf;
 }
 
