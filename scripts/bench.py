@@ -73,6 +73,11 @@ WORKLOADS = {
             ["workloads", "stranding", "512", "1", "15"]),
     "W5": (["workloads", "churn", "2", "20000000"], "time_s", "s", 0,
            ["workloads", "churn", "2", "5000000"]),
+    # Instructions, not time: callgrind at two loop lengths, difference
+    # divided by the extra operations (start-up cancels out).
+    "W5cg": (["workloads", "churn", "1"], "instr_per_op",
+             "instructions/op (callgrind, 1 thread)", 0,
+             ["workloads", "churn", "1"]),
     "W6": (["workloads", "reuse", "2000", "5", "25", "20"], "time_s", "s",
            600, ["workloads", "reuse", "400", "5", "25", "20"]),
 }
@@ -87,6 +92,17 @@ def knob(path, value=None):
     return old
 
 
+def callgrind(argv, env, ops):
+    out = subprocess.run(["valgrind", "--tool=callgrind",
+                          "--callgrind-out-file=/dev/null"] + argv +
+                         [str(ops)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    for line in out.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.split(":")[1])
+    raise RuntimeError(out.stderr[-300:])
+
+
 def run_one(config, workload, quick):
     env_add, pool, _ = CONFIGS[config]
     argv, main, _, pool_mib, qargv = WORKLOADS[workload]
@@ -96,6 +112,13 @@ def run_one(config, workload, quick):
            if k not in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES",
                         "HUGEPRELOAD_CONF", "MIMALLOC_LARGE_OS_PAGES")}
     env.update(env_add)
+    if workload == "W5cg":
+        try:
+            a, b = callgrind(argv, env, 100000), callgrind(argv, env, 300000)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            return {"error": str(e)}
+        return {"instr_per_op": (b - a) / 200000,
+                "main": (b - a) / 200000}
     old_pool = None
     if pool and pool_mib:
         old_pool = knob(POOL, pool_mib // 2)
