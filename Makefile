@@ -59,7 +59,7 @@ TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/p
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
 	$(BUILD)/promcheck.py
 
-$(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h
+$(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
 
 $(BUILD)/cxx: test/progs/cxx.cpp
@@ -106,6 +106,8 @@ $(BUILD)/sizes: bench/sizes.c test/progs/probe.c
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c
 $(BUILD)/workloads: bench/workloads.c test/progs/probe.c
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -lpthread
+$(BUILD)/probe.o: test/progs/probe.c test/progs/probe.h
+	$(CC) $(TCFLAGS) -c -o $@ $<
 $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
 
@@ -118,9 +120,9 @@ bench-callgrind: all $(BUILD)/mfloop
 bench-threshold: all $(BUILD)/sizes
 	scripts/bench-threshold
 
-$(BUILD)/hashmap: bench/hashmap.cpp
-	$(CXX) -std=c++17 -O3 -msse4.2 -DNDEBUG -o $@ $< \
-		$$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
+$(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
+	$(CXX) -std=c++17 -O3 -msse4.2 -DNDEBUG -Itest/progs -o $@ $< \
+		$(BUILD)/probe.o $$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
 
 BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap
 bench: all $(BENCH_BINS)

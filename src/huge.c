@@ -9,17 +9,21 @@
  *    asks for a partial purge that would split a huge page.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include "internal.h"
 #include "je.h"
 
 #define HP_GROW_LIMIT ((size_t)64 << 20)
 
 static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
-static unsigned huge_ind;
+static unsigned huge_ind = HP_NO_ARENA;
 static int warned_fallback;
-static bool decay_thread_on;
+static bool decay_thread_on;   /* off again in a fork child */
+static long decay_ms;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * Free huge pages must go back while the program makes no malloc call, so
@@ -38,11 +42,33 @@ static void start_decay_thread(void) {
 }
 
 unsigned hp_huge_arena(void) {
-	return huge_ind;
+	return __atomic_load_n(&huge_ind, __ATOMIC_ACQUIRE);
 }
 
 void hp_huge_atfork_child(void) {
 	decay_thread_on = false;
+	pthread_mutex_init(&start_lock, NULL);
+}
+
+/*
+ * jemalloc maps the arena's own metadata (its "base": extent descriptors,
+ * bins) through these hooks too, in blocks aligned to 2 MiB; with retain
+ * on, every extent it grows is asked for with page alignment. Metadata is
+ * small, hot and never freed: it goes to plain 4 KiB pages, not to the
+ * reservation, where it would take a huge page (or a pool page) each.
+ */
+static void *meta_map(size_t size, size_t align) {
+	char *raw = mmap(NULL, size + align, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+	if (p > raw)
+		munmap(raw, (size_t)(p - raw));
+	if (p + size < raw + size + align)
+		munmap(p + size, (size_t)(raw + size + align - (p + size)));
+	madvise(p, size, MADV_NOHUGEPAGE);
+	return p;
 }
 
 static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
@@ -50,6 +76,12 @@ static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	(void)h, (void)ind;
 	if (new_addr != NULL)        /* in-place growth: not offered */
 		return NULL;
+	if (align > HP_PAGE) {
+		void *m = meta_map(size, align);
+		if (m != NULL)
+			*zero = *commit = true;
+		return m;
+	}
 	void *p = hp_region_alloc(size, align, *commit);
 	if (p != NULL)
 		*zero = true;            /* fresh, or zeroed on reuse */
@@ -115,6 +147,14 @@ static bool arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 }
 
 bool hp_huge_init(const hp_conf_t *c) {
+	decay_ms = c->decay_ms;
+	return true;
+}
+
+/* The arena is created with the first huge-class allocation: jemalloc maps
+ * its metadata through the arena's hooks, a 2 MiB block that would sit on a
+ * huge page in every process, even one that never uses the huge class. */
+static bool create_arena(void) {
 	unsigned ind;
 	size_t sz = sizeof ind;
 	extent_hooks_t *hooks = &huge_hooks;
@@ -124,7 +164,7 @@ bool hp_huge_init(const hp_conf_t *c) {
 	 * no lazy purge, so there is no muzzy state). muzzy -1 also turns off
 	 * jemalloc's eager purge of freed extents over oversize_threshold,
 	 * which would refault every reused large block. */
-	if (!arena_set_ssize(ind, "dirty_decay_ms", c->decay_ms) ||
+	if (!arena_set_ssize(ind, "dirty_decay_ms", decay_ms) ||
 	    !arena_set_ssize(ind, "muzzy_decay_ms", -1))
 		hp_log("could not set decay on the huge arena %u", ind);
 	/* jemalloc grows its retained address space geometrically; capping
@@ -137,8 +177,19 @@ bool hp_huge_init(const hp_conf_t *c) {
 	if (hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
 		hp_log("could not limit the huge arena's growth step");
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
-	huge_ind = ind;
+	__atomic_store_n(&huge_ind, ind, __ATOMIC_RELEASE);
 	return true;
+}
+
+/* Once per process (and again in a fork child, for the threads): the arena,
+ * then the decay and stats threads. False if the arena cannot be made. */
+static bool start_huge(void) {
+	pthread_mutex_lock(&start_lock);
+	bool ok = huge_ind != HP_NO_ARENA || create_arena();
+	if (ok && !decay_thread_on)
+		start_decay_thread();
+	pthread_mutex_unlock(&start_lock);
+	return ok;
 }
 
 void *hp_huge_alloc(size_t size, size_t align, bool zero) {
@@ -146,11 +197,12 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (hp_unlikely(!__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)))
-		start_decay_thread();
 	int shape = (zero ? MALLOCX_ZERO : 0) |
 	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
-	void *p = hp_je_mallocx(size, huge_flags | shape);
+	void *p = NULL;
+	if (hp_likely(__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)) ||
+	    start_huge())
+		p = hp_je_mallocx(size, huge_flags | shape);
 	if (hp_likely(p != NULL))
 		return p;
 	/* The reservation is full or could not be mapped: the program

@@ -89,6 +89,8 @@ bool hp_huge_init(const hp_conf_t *c);
 void *hp_huge_alloc(size_t size, size_t align, bool zero);
 void *hp_huge_realloc(void *p, size_t size);
 void hp_huge_atfork_child(void);
+#define HP_NO_ARENA (~0u)
+/* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
 unsigned hp_huge_arena(void);
 
 /* stats.c: counters, the shared stats page, the maintenance thread. */

@@ -113,6 +113,7 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 	arena_stat(ind, "large.ndalloc", &a->ndalloc);
 	arena_stat(ind, "mapped", &a->mapped_bytes);
 	arena_stat(ind, "resident", &a->resident_bytes);
+	arena_stat(ind, "base", &a->metadata_bytes);
 }
 
 static uint64_t limit_of(const hp_arena_stats_t *huge) {
@@ -130,7 +131,7 @@ static void collect(hp_stats_t *st) {
 	size_t sz = sizeof epoch;
 	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
 	je_counts(4096, &all);
-	if (hp_threshold != SIZE_MAX)
+	if (hp_threshold != SIZE_MAX && hp_huge_arena() != HP_NO_ARENA)
 		je_counts(hp_huge_arena(), huge);
 	/* Two reads of jemalloc's stats: another thread's "epoch" between
 	 * them could make a difference negative; clamp it. */
@@ -140,6 +141,7 @@ static void collect(hp_stats_t *st) {
 	MINUS(ndalloc);
 	MINUS(mapped_bytes);
 	MINUS(resident_bytes);
+	MINUS(metadata_bytes);
 #undef MINUS
 	small->small_page_bytes = small->mapped_bytes;
 	/* The huge class's memory, from its page states. */

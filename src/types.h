@@ -92,12 +92,13 @@ typedef struct {
 	uint64_t live_hist[HP_HIST_BUCKETS]; /* huge pages by live tenth */
 	uint64_t fallback_pool_empty, fallback_thp_off, fallback_mmap_failed;
 	uint64_t purges_refused;     /* partial purges not done: no split */
+	uint64_t metadata_bytes;     /* jemalloc's own, on 4 KiB pages */
 } hp_arena_stats_t;
 
 /* The shared stats page: /dev/shm/hugepreload.<pid>, read by
  * "hugepreload stat". seq is odd while the library writes. */
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 1
+#define HP_STATS_VERSION 2
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;

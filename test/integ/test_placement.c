@@ -47,6 +47,15 @@ static void check_small(void) {
 	cr_assert_eq(hp_kv(&r, "anon_huge_kb"), 0);
 	cr_assert_eq(hp_kv(&r, "thp_bytes"), 0);
 	hp_run_free(&r);
+	/* With 100,000 objects the pointer array is small too, and then
+	 * nothing in the process is on huge pages: the huge arena (and its
+	 * metadata) is made only with the first huge-class allocation. */
+	argv[1] = "100000";
+	r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "hg_any"), 0);
+	cr_assert_eq(hp_kv(&r, "process_huge_kb"), 0);
+	hp_run_free(&r);
 }
 
 Test(placement, small_on_4k_nohugepage) {

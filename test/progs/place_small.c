@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
 		bad += ((unsigned char *)ptr[i])[size - 1] != (i & 0xff);
 	printf("count=%ld\nvmas=%ld\nunmapped=%ld\nnh_all=%ld\nhg_any=%ld\n"
 	    "anon_huge_kb=%lld\nthp_bytes=%lld\nclass_small_all=%ld\n"
-	    "data_ok=%d\n", count, vmas, unmapped, nh_all, hg_any,
-	    anon_huge_kb, thp, small_all, bad == 0);
+	    "data_ok=%d\nprocess_huge_kb=%ld\n", count, vmas, unmapped, nh_all,
+	    hg_any, anon_huge_kb, thp, small_all, bad == 0, probe_huge_kb());
 	return 0;
 }

@@ -125,6 +125,13 @@ long probe_hugetlb_kb(void) {
 	return kb;
 }
 
+long probe_huge_kb(void) {
+	char buf[4096];
+	const char *p = slurp("/proc/self/smaps_rollup", buf, sizeof buf) ?
+	    strstr(buf, "AnonHugePages:") : NULL;
+	return (p ? strtol(p + 14, NULL, 10) : 0) + probe_hugetlb_kb();
+}
+
 long probe_meminfo(const char *key) {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[128];

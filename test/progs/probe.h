@@ -27,6 +27,9 @@ long probe_rss_kb(void);
 /* Private_Hugetlb + Shared_Hugetlb of /proc/self/smaps_rollup in kB; makes
  * no malloc call. */
 long probe_hugetlb_kb(void);
+/* AnonHugePages of /proc/self/smaps_rollup plus probe_hugetlb_kb(): the
+ * process's memory on huge pages, in kB; makes no malloc call. */
+long probe_huge_kb(void);
 /* One field of /proc/meminfo ("HugePages_Free:"), or -1. */
 long probe_meminfo(const char *key);
 /* A number in a sysfs file, or -1. */
