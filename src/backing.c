@@ -141,14 +141,26 @@ static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
 	if (p == MAP_FAILED)
 		return false;
 	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-	    (void *)addr) == MAP_FAILED) {
-		if (errno == EINVAL)     /* kernels before 5.16 */
-			hugetlb_broken = true;
-		munmap(p, len);
-		rereserve(addr, len);
-		return false;
+	    (void *)addr) != MAP_FAILED)
+		return true;
+	int err = errno;
+	munmap(p, len);
+	if (err == EINVAL) {           /* kernels before 5.16 */
+		hugetlb_broken = true;
+	} else {
+		/* The move can fail for want of page tables (ENOMEM, seen now
+		 * and then with 1 GiB pages) after the target was unmapped:
+		 * map the pages straight into that hole instead. */
+		p = mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+		    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_HUGETLB |
+		    (shift << MAP_HUGE_SHIFT), -1, 0);
+		if (p == (void *)addr)
+			return true;
+		if (p != MAP_FAILED)
+			munmap(p, len);
 	}
-	return true;
+	rereserve(addr, len);
+	return false;
 }
 
 bool hp_backing_map_gib(uintptr_t addr) {
