@@ -85,9 +85,9 @@ int main(int argc, char **argv) {
 		p = p->next;
 	double dt = now() - t0;
 
-	printf("ns_per_load=%.2f\nsetup_s=%.2f\nend=%p\npeak_kb=%ld\n",
-	    dt * 1e9 / loads, setup, (void *)p, probe_rss_kb() +
-	    probe_hugetlb_kb());
+	printf("ns_per_load=%.2f\nsetup_s=%.2f\nend=%p\npeak_kb=%ld\n"
+	    "huge_kb=%ld\n", dt * 1e9 / loads, setup, (void *)p, probe_rss_kb() +
+	    probe_hugetlb_kb(), probe_huge_kb());
 	void *big[] = {c};
 	report("large", big, 1, n * sizeof *c);
 	report("small", small, nsmall, nsmall * 64);

@@ -7,6 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+extern "C" {
+#include "probe.h"
+}
 
 int main(int argc, char **argv) {
 	struct hash {
@@ -22,6 +25,7 @@ int main(int argc, char **argv) {
 	for (size_t i = 0; i < iters; ++i)
 		ht.try_emplace(i, i);
 	auto t2 = clock::now();
+	long peak_kb = probe_rss_kb() + probe_hugetlb_kb(), huge_kb = probe_huge_kb();
 	size_t sum = 0, x = 88172645463325252ull;
 	for (size_t i = 0; i < lookups; ++i) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -31,8 +35,9 @@ int main(int argc, char **argv) {
 	auto t3 = clock::now();
 	auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
 	std::printf("ns_per_insert=%.2f\nns_per_lookup=%.2f\nreserve_s=%.3f\n"
-	    "insert_s=%.3f\nlookup_s=%.3f\nsum=%zu\n", s(t1, t2) * 1e9 / iters,
+	    "insert_s=%.3f\nlookup_s=%.3f\npeak_kb=%ld\nhuge_kb=%ld\nsum=%zu\n",
+	    s(t1, t2) * 1e9 / iters,
 	    lookups ? s(t2, t3) * 1e9 / lookups : 0.0, s(t0, t1), s(t1, t2),
-	    s(t2, t3), sum);
+	    s(t2, t3), peak_kb, huge_kb, sum);
 	return 0;
 }

@@ -39,11 +39,11 @@ static long held_kb(void) {
 	return probe_rss_kb() + probe_hugetlb_kb();
 }
 
-static long peak;
+static long peak, huge;   /* kB held, and kB on huge pages, at the peak */
 static void sample(void) {
 	long h = held_kb();
 	if (h > peak)
-		peak = h;
+		peak = h, huge = probe_huge_kb();
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -84,8 +84,9 @@ static int stranding(size_t mib, int keep_pct, double wait) {
 	nanosleep(&s, NULL);
 	long end = held_kb();
 	printf("setup_s=%.3f\nlive_kb=%zu\nrss_after_free_kb=%ld\n"
-	    "rss_after_wait_kb=%ld\nexcess_kb=%ld\npeak_kb=%ld\n", setup,
-	    live >> 10, after_free, end, end - (long)(live >> 10), peak);
+	    "rss_after_wait_kb=%ld\nexcess_kb=%ld\npeak_kb=%ld\nhuge_kb=%ld\n",
+	    setup, live >> 10, after_free, end, end - (long)(live >> 10), peak,
+	    huge);
 	return 0;
 }
 
@@ -108,7 +109,8 @@ static int reuse(int n, int min_mib, int max_mib, int live) {
 	sample();
 	for (int k = 0; k < live; k++)
 		free(slot[k]);
-	printf("time_s=%.3f\npeak_kb=%ld\nchecksum=%lu\n", t, peak, sum);
+	printf("time_s=%.3f\npeak_kb=%ld\nhuge_kb=%ld\nchecksum=%lu\n", t, peak,
+	    huge, sum);
 	return 0;
 }
 
@@ -138,8 +140,8 @@ static int objchase(size_t n, size_t kib, long loads) {
 	for (long i = 0; i < loads; i++)
 		p = *p;
 	double ns = (now() - t0) * 1e9 / (double)loads;
-	printf("ns_per_load=%.2f\nsetup_s=%.3f\npeak_kb=%ld\nend=%p\n", ns,
-	    setup, peak, (void *)p);
+	printf("ns_per_load=%.2f\nsetup_s=%.3f\npeak_kb=%ld\nhuge_kb=%ld\n"
+	    "end=%p\n", ns, setup, peak, huge, (void *)p);
 	return 0;
 }
 
@@ -172,8 +174,8 @@ static int churn(int threads, long ops) {
 	sample();
 	for (int i = 0; i < SLOTS; i++)
 		free(ring[i]);
-	printf("time_s=%.3f\nns_per_op=%.2f\npeak_kb=%ld\n", dt,
-	    dt * 1e9 / (double)(ops * threads), peak);
+	printf("time_s=%.3f\nns_per_op=%.2f\npeak_kb=%ld\nhuge_kb=%ld\n", dt,
+	    dt * 1e9 / (double)(ops * threads), peak, huge);
 	return 0;
 }
 

@@ -51,9 +51,18 @@ CONFIGS = {
                             True, "hugepreload with a hugetlbfs pool"),
 }
 
-# Workloads whose figure is memory, not time: all configurations of a run
-# go at once (their 15 s waits overlap); the others run one at a time.
-CONCURRENT = {"W4", "W4r"}
+# Workloads whose figure is memory, not time: the configurations of a run
+# go at once (their 15 s waits overlap), as many as fit in MemAvailable;
+# the others run one at a time. name -> peak MiB of one run (full, quick).
+CONCURRENT = {"W4": (3200, 800), "W4r": (3200, 800)}
+
+# Exact figures (callgrind): one run each.
+EXACT = {"W5cg"}
+
+# The set-up figure shown beside the main one (first-touch faults are slow
+# on this VM, so W1-W3 report the hot phase as the main figure).
+SETUP = {"W1": "reserve_s", "W1l": "insert_s", "W2": "setup_s",
+         "W3": "setup_s"}
 
 # name -> (argv, main figure, unit, pool MiB, quick argv)
 WORKLOADS = {
@@ -90,6 +99,14 @@ def knob(path, value=None):
         with open(path, "w") as f:
             f.write(str(value))
     return old
+
+
+def meminfo(key):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
 
 
 def callgrind(argv, env, ops):
@@ -160,10 +177,12 @@ def main():
     thp = "/sys/kernel/mm/transparent_hugepage/enabled"
     saved = {POOL: knob(POOL), thp: knob(thp)}
     results = {w: {c: [] for c in configs} for w in workloads}
-    total, done = len(workloads) * len(configs) * runs, 0
+    total = sum(1 if w in EXACT else runs for w in workloads) * len(configs)
+    done = 0
     try:
         for w in workloads:
-            for r in range(runs):
+            # Instruction counts are exact: one run is the median.
+            for r in range(1 if w in EXACT else runs):
                 def record(c, res):
                     nonlocal done
                     results[w][c].append(res)
@@ -172,8 +191,10 @@ def main():
                     print(f"[{done}/{total}] {w} run {r + 1} {c:20} "
                           f"{res.get('error') or f'{fig:.2f}'}", flush=True)
                 if w in CONCURRENT:
+                    need = CONCURRENT[w][1 if a.quick else 0]
+                    fit = int(0.8 * meminfo("MemAvailable:") / 1024 // need)
                     with concurrent.futures.ThreadPoolExecutor(
-                            len(configs)) as ex:
+                            max(1, min(len(configs), fit))) as ex:
                         for c, res in zip(configs, ex.map(
                                 lambda c: run_one(c, w, a.quick), configs)):
                             record(c, res)
@@ -194,13 +215,17 @@ def summary(results):
         rows[w] = {}
         for c, rs in per.items():
             vals = [r["main"] for r in rs if r.get("main") is not None]
-            peaks = [r.get("peak_kb", 0) for r in rs if "peak_kb" in r]
+            peaks = [r["peak_kb"] for r in rs if "peak_kb" in r]
+            huge = [r["huge_kb"] for r in rs if "huge_kb" in r]
+            setup = [r[SETUP[w]] for r in rs if SETUP.get(w) in r]
             if not vals:
                 rows[w][c] = {"error": rs[0].get("error") if rs else "none"}
                 continue
             rows[w][c] = {"median": statistics.median(vals), "min": min(vals),
                           "max": max(vals), "runs": len(vals),
-                          "peak_kb": statistics.median(peaks) if peaks else None}
+                          "peak_kb": statistics.median(peaks) if peaks else None,
+                          "huge_kb": statistics.median(huge) if huge else None,
+                          "setup_s": statistics.median(setup) if setup else None}
         base = rows[w].get("glibc", {}).get("median")
         for c, row in rows[w].items():
             if "median" in row and base:
@@ -213,27 +238,37 @@ def report(results, outdir, runs, quick):
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "machine": f"{platform.node()} {platform.machine()} "
                        f"{os.cpu_count()} cores, kernel {platform.release()}",
-            "runs": runs, "quick": quick}
+            "runs": runs, "quick": quick, "commit": subprocess.run(
+                ["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                capture_output=True, text=True).stdout.strip()}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "summary": rows, "raw": results}, f,
                   indent=1)
     lines = [f"# hugepreload benchmark, {meta['date']}", "",
-             f"{meta['machine']}; {runs} run(s) per cell, interleaved"
+             f"{meta['machine']}; commit {meta['commit']}; {runs} run(s) "
+             "per cell (W5cg: 1, exact), interleaved"
              f"{' (quick)' if quick else ''}. Medians (min-max); ratio to "
-             "glibc; lower is better.", ""]
+             "glibc; lower is better. Peak: most memory held (RSS plus "
+             "hugetlbfs pages); huge: of it, on huge pages (AnonHugePages plus "
+             "hugetlbfs) at that moment; set-up: median seconds of the "
+             "allocation phase, before the timed one.", ""]
     for w, per in rows.items():
         unit = WORKLOADS[w][2]
         lines += [f"## {w}: {unit}", "",
-                  "| configuration | median | min-max | ratio | peak MiB |",
-                  "|---|---|---|---|---|"]
+                  "| configuration | median | min-max | ratio | peak MiB | "
+                  "huge MiB | set-up s |",
+                  "|---|---|---|---|---|---|---|"]
         for c, row in per.items():
             if "error" in row:
-                lines.append(f"| {c} | error: {row['error']} | | | |")
+                lines.append(f"| {c} | error: {row['error']} | | | | | |")
                 continue
-            peak = f"{row['peak_kb'] / 1024:.0f}" if row["peak_kb"] else ""
+            mib = lambda kb: "" if kb is None else f"{kb / 1024:.0f}"
+            sec = "" if row["setup_s"] is None else f"{row['setup_s']:.2f}"
             lines.append(f"| {c} | {row['median']:.2f} | {row['min']:.2f}-"
                          f"{row['max']:.2f} | "
-                         f"{row.get('ratio_to_glibc', 0):.2f} | {peak} |")
+                         f"{row.get('ratio_to_glibc', 0):.2f} | "
+                         f"{mib(row['peak_kb'])} | {mib(row['huge_kb'])} | "
+                         f"{sec} |")
         lines.append("")
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(lines))
