@@ -7,13 +7,14 @@ JE_PIC  := $(LIBDIR)/libjemalloc_pic.a
 
 HP_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -fPIC -fvisibility=hidden \
 	-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc \
-	-fno-builtin-realloc -ftls-model=initial-exec -Iinclude -Isrc
+	-fno-builtin-realloc -ftls-model=initial-exec -Iinclude -Isrc \
+	$(shell pkg-config --cflags libunwind)
 SRCS := $(wildcard src/*.c)
 OBJS := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 
 # jemalloc's public API, renamed NAME -> hp_je_NAME in our copy of the
 # archive so that nothing of it is exported or interposed.
-JE_SYMS := malloc calloc realloc posix_memalign aligned_alloc memalign \
+JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	valloc malloc_usable_size mallocx rallocx xallocx sallocx dallocx \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
@@ -38,7 +39,7 @@ $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 	$(CC) -shared -o $@ $(OBJS) $(BUILD)/libjemalloc_hp.a \
 		-Wl,--version-script=src/exports.map \
 		-Wl,-z,now -Wl,-z,relro -Wl,-soname,libhugepreload.so \
-		-lpthread -ldl -lm
+		-lunwind -lpthread -ldl -lm
 
 # The command: the wrapper and the stats reader.
 $(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
@@ -53,11 +54,11 @@ ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
-	sleeper
+	sleeper lifetime reallocs
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
-	$(BUILD)/promcheck.py
+	$(BUILD)/promcheck.py $(BUILD)/libltsite.so
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
@@ -69,6 +70,9 @@ $(BUILD)/cxx: test/progs/cxx.cpp
 $(BUILD)/policy_linked: test/progs/policy.c test/progs/probe.c $(BUILD)/libhugepreload.so
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -L$(BUILD) -lhugepreload \
 		-Wl,-rpath,$(ABS_BUILD) -ldl
+
+$(BUILD)/libltsite.so: test/progs/ltlib.c
+	$(CC) $(TCFLAGS) -fno-optimize-sibling-calls -shared -fPIC -o $@ $<
 
 $(BUILD)/libdlalloc.so: test/progs/dlalloc.c
 	$(CC) $(TCFLAGS) -shared -fPIC -o $@ $<

@@ -49,7 +49,25 @@ CONFIGS = {
     "hugepreload-hugetlb": ({"LD_PRELOAD": os.path.join(BUILD,
                                                         "libhugepreload.so")},
                             True, "hugepreload with a hugetlbfs pool"),
+    # Lifetime learning; the learn run records the profile that the replay
+    # run after it in the same round loads ({prof}: one per workload).
+    "hugepreload-learn": ({"LD_PRELOAD": os.path.join(BUILD,
+                                                      "libhugepreload.so"),
+                           "HUGEPRELOAD_CONF": "lifetime:learn,"
+                                               "lifetime_record:{prof}"},
+                          False, "hugepreload, lifetime:learn"),
+    "hugepreload-replay": ({"LD_PRELOAD": os.path.join(BUILD,
+                                                       "libhugepreload.so"),
+                            "HUGEPRELOAD_CONF": "lifetime:replay,"
+                                                "lifetime_profile:{prof}"},
+                           False, "hugepreload, lifetime:replay of the "
+                                  "learn run's profile"),
 }
+
+# Configurations run only when asked for (--configs): not in the default
+# set until their issue's targets are measured.
+OPTIONAL = {"hugepreload-learn", "hugepreload-replay"}
+OUTDIR = None
 
 # Workloads whose figure is memory, not time: the configurations of a run
 # go at once (their 15 s waits overlap), as many as fit in MemAvailable;
@@ -128,7 +146,9 @@ def run_one(config, workload, quick):
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES",
                         "HUGEPRELOAD_CONF", "MIMALLOC_LARGE_OS_PAGES")}
-    env.update(env_add)
+    env.update({k: v.replace("{prof}", os.path.join(OUTDIR, workload +
+                                                     ".prof"))
+                for k, v in env_add.items()})
     if workload == "W5cg":
         try:
             a, b = callgrind(argv, env, 100000), callgrind(argv, env, 300000)
@@ -170,10 +190,13 @@ def main():
     a = ap.parse_args()
     runs = a.runs or (1 if a.quick else 3)
     workloads = a.only.split(",") if a.only else list(WORKLOADS)
-    configs = a.configs.split(",") if a.configs else list(CONFIGS)
+    configs = (a.configs.split(",") if a.configs else
+               [c for c in CONFIGS if c not in OPTIONAL])
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = os.path.join(ROOT, "results", stamp)
     os.makedirs(outdir, exist_ok=True)
+    global OUTDIR
+    OUTDIR = outdir
     thp = "/sys/kernel/mm/transparent_hugepage/enabled"
     saved = {POOL: knob(POOL), thp: knob(thp)}
     results = {w: {c: [] for c in configs} for w in workloads}
@@ -193,11 +216,18 @@ def main():
                 if w in CONCURRENT:
                     need = CONCURRENT[w][1 if a.quick else 0]
                     fit = int(0.8 * meminfo("MemAvailable:") / 1024 // need)
-                    with concurrent.futures.ThreadPoolExecutor(
-                            max(1, min(len(configs), fit))) as ex:
-                        for c, res in zip(configs, ex.map(
-                                lambda c: run_one(c, w, a.quick), configs)):
-                            record(c, res)
+                    # A replay waits for the profile its learn run writes.
+                    later = [c for c in configs if "lifetime_profile" in
+                             CONFIGS[c][0].get("HUGEPRELOAD_CONF", "")]
+                    for batch in ([c for c in configs if c not in later],
+                                  later):
+                        if not batch:
+                            continue
+                        with concurrent.futures.ThreadPoolExecutor(
+                                max(1, min(len(batch), fit))) as ex:
+                            for c, res in zip(batch, ex.map(
+                                    lambda c: run_one(c, w, a.quick), batch)):
+                                record(c, res)
                 else:                        # interleaved, one at a time
                     for c in configs:
                         record(c, run_one(c, w, a.quick))

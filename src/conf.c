@@ -22,6 +22,13 @@
 #define HP_RESERVE_MIN        GIB
 #define HP_RESERVE_MAX        (64 * TIB)
 #define HP_STRAND_DEFAULT_PCT 25
+#define HP_LSAMPLE_DEFAULT    (512 * KIB)
+#define HP_LSAMPLE_MIN        (4 * KIB)
+#define HP_LSAMPLE_MAX        GIB
+#define HP_LMS_DEFAULT        1000
+#define HP_LMS_MAX            (3600L * 1000)
+
+static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
 
 void hp_conf_defaults(hp_conf_t *c) {
 	c->large_threshold = HP_THRESHOLD_DEFAULT;
@@ -37,6 +44,11 @@ void hp_conf_defaults(hp_conf_t *c) {
 	strcpy(c->stats_dir, "/dev/shm");
 	c->strand_limit = HP_STRAND_DEFAULT_PCT;
 	c->strand_pct = true;
+	c->lifetime = HP_LIFETIME_OFF;
+	c->lifetime_sample = HP_LSAMPLE_DEFAULT;
+	c->lifetime_ms = HP_LMS_DEFAULT;
+	c->lifetime_record[0] = '\0';
+	c->lifetime_profile[0] = '\0';
 }
 
 /* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
@@ -201,6 +213,29 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			BAD("25% (bytes with k/m/g/t, or 0%..100% of the huge "
 			    "class's resident bytes)");
 		}
+	} else if (is(k, klen, "lifetime")) {
+		int m = word(v, vlen, lifetime_names);
+		if (m >= 0)
+			c->lifetime = m;
+		else
+			BAD("off (off|learn|replay)");
+	} else if (is(k, klen, "lifetime_sample")) {
+		if (!size_in(v, vlen, HP_LSAMPLE_MIN, HP_LSAMPLE_MAX,
+		    &c->lifetime_sample))
+			BAD("512k (range 4k..1g)");
+	} else if (is(k, klen, "lifetime_ms")) {
+		long n;
+		if (parse_long(v, vlen, &n) && n >= 1 && n <= HP_LMS_MAX)
+			c->lifetime_ms = n;
+		else
+			BAD("1000 (1..3600000)");
+	} else if (is(k, klen, "lifetime_record")) {
+		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
+			BAD("none (a path)");
+	} else if (is(k, klen, "lifetime_profile")) {
+		if (!path(v, vlen, c->lifetime_profile,
+		    sizeof c->lifetime_profile))
+			BAD("none (a path)");
 	} else if (is(k, klen, "reserve")) {
 		if (!size_in(v, vlen, HP_RESERVE_MIN, HP_RESERVE_MAX, &c->reserve))
 			BAD("1t (range 1g..64t)");
@@ -235,11 +270,13 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
-	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s",
+	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
+	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld",
 	    c->large_threshold, backing_names[c->backing],
 	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
 	    "false", c->decay_ms, c->reserve, c->strand_limit,
-	    c->strand_pct ? "%" : "");
+	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
+	    c->lifetime_sample, c->lifetime_ms);
 }
 
 /* Every key, for "hugepreload --help". */
@@ -260,6 +297,20 @@ const char *const hp_conf_help[][4] = {
     {"strand_limit", "bytes, or 0%..100%", "25%", "stranded bytes allowed "
      "(free, resident, in huge pages with live data) before the emptiest "
      "huge pages are split; a share of the huge class's resident bytes"},
+    {"lifetime", "off|learn|replay", "off", "learn which allocation sites "
+     "are long-lived from sampled call stacks and send their allocations to "
+     "the huge class whatever their size; replay takes the decisions of "
+     "lifetime_profile only"},
+    {"lifetime_sample", "bytes, 4k..1g", "512k",
+     "one allocation is sampled (unwound) per this many bytes, on average"},
+    {"lifetime_ms", "1..3600000", "1000",
+     "a sampled object that lives this long is long-lived"},
+    {"lifetime_record", "a path", "none",
+     "where the site table is written at exit (text, editable); %p "
+     "becomes the process id"},
+    {"lifetime_profile", "a path", "none",
+     "a site table loaded at start-up, so placement is right from the "
+     "first allocation"},
     {"stats_print", "true|false", "false", "print the counters at exit"},
     {"stats_format", "text|json|prometheus", "text",
      "format of the counters printed at exit"},

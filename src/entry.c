@@ -4,9 +4,9 @@
  * (start-up, the huge class, alignment and size checks that need errno)
  * goes through route.c.
  *
- * free() is jemalloc's own, exported as it is (the Makefile leaves it out
- * of the renaming): it finds the owning arena of any pointer, so a
- * wrapper would only add a jump to the hottest path.
+ * Lifetime learning (sample.c) adds to malloc and calloc a per-thread
+ * byte countdown and a test that some key is promoted, and to free and
+ * realloc a range test for sampled objects; all else stays in its files.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,9 +16,21 @@
 #include "je.h"
 
 HP_EXPORT void *malloc(size_t size) {
-	if (hp_likely(size < hp_threshold))
+	if (hp_likely(size < hp_threshold)) {
+		if (hp_unlikely((hp_sample_left -= (int64_t)size) < 0) ||
+		    hp_unlikely(hp_keys_promoted != 0))
+			return hp_lifetime_alloc(size,
+			    (uintptr_t)__builtin_return_address(0), false);
 		return hp_je_malloc(size);
+	}
 	return hp_alloc_slow(size, 0, false);
+}
+
+HP_EXPORT void free(void *p) {
+	if (hp_unlikely(hp_zone_contains(p)))
+		hp_lifetime_free(p);
+	else
+		hp_je_free(p);
 }
 
 HP_EXPORT void *calloc(size_t n, size_t size) {
@@ -27,14 +39,20 @@ HP_EXPORT void *calloc(size_t n, size_t size) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (hp_likely(total < hp_threshold))
+	if (hp_likely(total < hp_threshold)) {
+		if (hp_unlikely((hp_sample_left -= (int64_t)total) < 0) ||
+		    hp_unlikely(hp_keys_promoted != 0))
+			return hp_lifetime_alloc(total,
+			    (uintptr_t)__builtin_return_address(0), true);
 		return hp_je_calloc(n, size);
+	}
 	return hp_alloc_slow(total, 0, true);
 }
 
 HP_EXPORT void *realloc(void *p, size_t size) {
 	/* realloc(p, 0) frees p, as in glibc: jemalloc's zero_realloc:free. */
-	if (hp_likely(size < hp_threshold && !hp_region_contains(p)))
+	if (hp_likely(size < hp_threshold && !hp_region_contains(p) &&
+	    !hp_zone_contains(p)))
 		return hp_je_realloc(p, size);
 	return hp_realloc_slow(p, size);
 }

@@ -217,6 +217,47 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	return p;
 }
 
+/* Promoted small objects come from the huge arena through an explicit
+ * tcache per thread, made on the thread's first such allocation and
+ * destroyed with the thread. */
+static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+static void tcache_destroy(void *arg) {
+	unsigned id = (unsigned)(uintptr_t)arg - 1;
+	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
+	tcache_id = 0;
+}
+
+static void tcache_key_init(void) {
+	pthread_key_create(&tcache_key, tcache_destroy);
+}
+
+void *hp_huge_small(size_t size, bool zero) {
+	if (hp_unlikely(!__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)) &&
+	    !start_huge())
+		return NULL;
+	if (hp_unlikely(tcache_id == 0)) {
+		unsigned id;
+		size_t sz = sizeof id;
+		pthread_once(&tcache_once, tcache_key_init);
+		if (hp_je_mallctl("tcache.create", &id, &sz, NULL, 0) != 0)
+			return NULL;
+		tcache_id = id + 1;
+		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
+	}
+	void *p = hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
+	    MALLOCX_TCACHE(tcache_id - 1) | (zero ? MALLOCX_ZERO : 0));
+	if (p != NULL) {
+		__atomic_fetch_add(&hp_lifetime_counts.placed_bytes, size,
+		    __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hp_lifetime_counts.placed, 1,
+		    __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
 void *hp_huge_realloc(void *p, size_t size) {
 	void *q = size > PTRDIFF_MAX ? NULL : hp_je_rallocx(p, size, huge_flags);
 	if (q == NULL)

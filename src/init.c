@@ -42,6 +42,8 @@ static void start(void) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
 	bool huge = hp_region_init(hp_conf.reserve) && hp_huge_init(&hp_conf);
+	if (huge)
+		hp_lifetime_init(&hp_conf);
 	char chain[160];
 	hp_backing_describe(&sys, chain, sizeof chain);
 	/* One line: the policy when verbose, else only what went wrong. */

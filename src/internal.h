@@ -92,12 +92,70 @@ void hp_huge_atfork_child(void);
 #define HP_NO_ARENA (~0u)
 /* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
 unsigned hp_huge_arena(void);
+/* A small object of a promoted site, on huge pages (a per-thread tcache);
+ * NULL if the huge class cannot take it. */
+void *hp_huge_small(size_t size, bool zero);
 
 /* stats.c: counters, the shared stats page, the maintenance thread. */
 void hp_stats_init(void);
 void hp_stats_refresh(bool enforce);
 void hp_stats_start_thread(void);
 void hp_stats_atfork_child(void);
+
+/* site.c: allocation sites, keys and lifetime decisions. */
+extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
+extern uintptr_t *hp_key_tab;         /* HP_KEYS */
+extern uint8_t *hp_key_on;            /* HP_KEYS */
+extern size_t hp_keys_promoted;      /* keys placed on huge pages now */
+extern hp_lifetime_counts_t hp_lifetime_counts;   /* under the site lock */
+/* A zeroed mapping of 4 KiB pages (MADV_NOHUGEPAGE), or NULL. */
+void *hp_lifetime_map(size_t size);
+bool hp_site_init(void);
+void hp_site_lock(void);
+void hp_site_unlock(void);
+void hp_site_atfork_child(void);
+/* The site of these frames, added if new: its index, or -1 (table full).
+ * Lock held. */
+int hp_site_get(const uintptr_t *frames, unsigned n);
+/* A sampled object ended short-lived, or turned long-lived. Lock held. */
+void hp_site_outcome(int idx, bool long_lived, uint64_t life_ns);
+/* A long-lived sampled object was freed after life_ns. Lock held. */
+void hp_site_freed_long(int idx, uint64_t life_ns);
+/* Sets a site's decision from a profile: 1 promote, -1 small (churny),
+ * 0 undecided. Lock held. */
+void hp_site_decide(int idx, int decision);
+static inline size_t hp_key_hash(uintptr_t key) {
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 51) & (HP_KEYS - 1);
+}
+/* Whether allocations from this return address go to huge pages. No lock:
+ * slots are filled once and never emptied. */
+static inline bool hp_key_promoted(uintptr_t key) {
+	for (size_t i = hp_key_hash(key);; i = (i + 1) & (HP_KEYS - 1)) {
+		uintptr_t k = __atomic_load_n(&hp_key_tab[i], __ATOMIC_ACQUIRE);
+		if (k == key)
+			return __atomic_load_n(&hp_key_on[i], __ATOMIC_ACQUIRE);
+		if (k == 0)
+			return false;
+	}
+}
+
+/* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
+extern HP_TLS int64_t hp_sample_left;   /* bytes to the next sample */
+extern uintptr_t hp_zone_base;          /* sampled objects live here */
+extern size_t hp_zone_size;
+bool hp_lifetime_init(const hp_conf_t *c);
+/* Where malloc/calloc go when the sample counter runs out or some key is
+ * promoted; ret is the return address of the call. */
+void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero);
+void hp_lifetime_free(void *p);
+static inline bool hp_zone_contains(const void *p) {
+	return (uintptr_t)p - hp_zone_base < hp_zone_size;
+}
+
+/* profile.c: the site table written at exit and loaded at start-up. */
+bool hp_profile_load(const char *path);
+void hp_profile_resolve(void);       /* newly loaded modules */
+bool hp_profile_write(const char *path);
 
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);

@@ -1,8 +1,8 @@
 /*
  * jemalloc's public API as linked into this library. The Makefile copies
  * Debian's libjemalloc_pic.a with its public symbols renamed NAME ->
- * hp_je_NAME (all but free), so the embedded jemalloc exports nothing but
- * free and is called directly, without a PLT hop.
+ * hp_je_NAME, so the embedded jemalloc exports nothing and is called
+ * directly, without a PLT hop.
  */
 #ifndef HP_JE_H
 #define HP_JE_H
@@ -15,7 +15,7 @@
 HP_JE_API void *hp_je_malloc(size_t);
 HP_JE_API void *hp_je_calloc(size_t, size_t);
 HP_JE_API void *hp_je_realloc(void *, size_t);
-/* free() keeps its name: see entry.c. */
+HP_JE_API void hp_je_free(void *);
 HP_JE_API void *hp_je_memalign(size_t, size_t);
 HP_JE_API int hp_je_posix_memalign(void **, size_t, size_t);
 HP_JE_API size_t hp_je_malloc_usable_size(const void *);

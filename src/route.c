@@ -34,7 +34,9 @@ void *hp_realloc_slow(void *p, size_t size) {
 	bool ready = hp_init();
 	bool was_huge = hp_region_contains(p);
 	bool to_huge = ready && size >= hp_threshold;
-	if (!was_huge && !to_huge)
+	/* A sampled object always moves: free() ends its sample, and the new
+	 * object is an ordinary one. */
+	if (!was_huge && !to_huge && !hp_zone_contains(p))
 		return hp_je_realloc(p, size);
 	if (was_huge && to_huge) {
 		void *q = hp_huge_realloc(p, size);

@@ -151,6 +151,10 @@ static void collect(hp_stats_t *st) {
 	huge->fallback_thp_off = hp_fallbacks.thp_off;
 	huge->fallback_mmap_failed = hp_fallbacks.mmap_failed;
 	st->strand_limit_bytes = limit_of(huge);
+	/* Written under the site lock (placed* atomically); read without it:
+	 * each word is whole, and one refresh late at worst. */
+	memcpy(&st->lifetime, (const void *)&hp_lifetime_counts,
+	    sizeof st->lifetime);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	st->updated_ns = (uint64_t)ts.tv_sec * 1000000000ull +
@@ -167,6 +171,7 @@ static void publish(void) {
 	shm->strand_limit_bytes = local.strand_limit_bytes;
 	memcpy(shm->name, local.name, sizeof local.name);
 	memcpy(shm->arena, local.arena, sizeof local.arena);
+	shm->lifetime = local.lifetime;
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELEASE);     /* even */
 }
 

@@ -59,6 +59,32 @@ static const field_t fields[] = {
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
 
+/* Lifetime learning, process-wide (lifetime:learn|replay). */
+#define L(name, member, counter, help) \
+	{name, offsetof(hp_lifetime_counts_t, member), counter, help}
+static const field_t lfields[] = {
+    L("sites", sites, true, "Allocation sites seen (sampled, or from a "
+      "profile)."),
+    L("sites_promoted", sites_promoted, false, "Sites whose allocations go "
+      "to the huge class now."),
+    L("samples", samples, true, "Allocations sampled (call stack unwound)."),
+    L("promotions", promotions, true, "Sites promoted to the huge class."),
+    L("demotions", demotions, true, "Sites demoted back to the small class."),
+    L("placed", placed, true, "Allocations placed on huge pages by a "
+      "site's decision."),
+    L("placed_bytes", placed_bytes, true, "Bytes placed on huge pages by a "
+      "site's decision."),
+    L("sites_dropped", sites_dropped, true, "Samples not kept: the site "
+      "table was full."),
+};
+#define NLFIELDS (sizeof lfields / sizeof *lfields)
+
+static uint64_t lget(const hp_stats_t *st, const field_t *f) {
+	uint64_t v;
+	memcpy(&v, (const char *)&st->lifetime + f->off, sizeof v);
+	return v;
+}
+
 static uint64_t get(const hp_arena_stats_t *a, const field_t *f) {
 	uint64_t v;
 	memcpy(&v, (const char *)a + f->off, sizeof v);
@@ -116,6 +142,9 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "\n");
 	}
 	put(s, "strand_limit_bytes %" PRIu64 "\n", st->strand_limit_bytes);
+	for (size_t i = 0; i < NLFIELDS; i++)
+		put(s, "lifetime_%-19s%16" PRIu64 "\n", lfields[i].name,
+		    lget(st, &lfields[i]));
 }
 
 static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
@@ -135,6 +164,10 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 			put(s, "%s%" PRIu64, b ? ", " : "", st->arena[a].live_hist[b]);
 		put(s, "]}");
 	}
+	put(s, "}, \"lifetime\": {");
+	for (size_t i = 0; i < NLFIELDS; i++)
+		put(s, "%s\"%s\": %" PRIu64, i ? ", " : "", lfields[i].name,
+		    lget(st, &lfields[i]));
 	put(s, "}}\n");
 }
 
@@ -171,6 +204,15 @@ static void prom(sink_t *s, const hp_stats_t *st) {
 			    "\",arena=\"%s\",live=\"%.1f-%.1f\"} %" PRIu64 "\n", st->pid,
 			    st->name[a], b / 10.0, (b + 1) / 10.0,
 			    st->arena[a].live_hist[b]);
+	for (size_t i = 0; i < NLFIELDS; i++) {
+		const char *suffix = lfields[i].counter ? "_total" : "";
+		put(s, "# HELP hugepreload_lifetime_%s%s %s\n# TYPE "
+		    "hugepreload_lifetime_%s%s %s\nhugepreload_lifetime_%s%s{pid=\"%"
+		    PRId64 "\"} %" PRIu64 "\n", lfields[i].name, suffix,
+		    lfields[i].help, lfields[i].name, suffix, lfields[i].counter ?
+		    "counter" : "gauge", lfields[i].name, suffix, st->pid,
+		    lget(st, &lfields[i]));
+	}
 }
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

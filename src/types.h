@@ -52,7 +52,52 @@ typedef struct {
 	char stats_dir[256];     /* where the live stats file goes; "off" */
 	size_t strand_limit;     /* bytes, or a percentage if strand_pct */
 	bool strand_pct;
+	int lifetime;            /* hp_lifetime_mode_t */
+	size_t lifetime_sample;  /* one sampled allocation per this many bytes */
+	long lifetime_ms;        /* a sampled object this old is long-lived */
+	char lifetime_record[256];  /* site table written here at exit; "" */
+	char lifetime_profile[256]; /* site table loaded at start-up; "" */
 } hp_conf_t;
+
+/* lifetime: whether allocation sites are learned, or taken from a profile. */
+typedef enum {
+	HP_LIFETIME_OFF = 0,     /* size alone decides */
+	HP_LIFETIME_LEARN = 1,   /* sample sites online (from a profile too) */
+	HP_LIFETIME_REPLAY = 2,  /* a profile's decisions only, no sampling */
+} hp_lifetime_mode_t;
+
+/* Allocation sites (site.c): the call stack of a sampled allocation, its
+ * first frame being the return address of the malloc call (its key). */
+#define HP_SITE_DEPTH   4
+#define HP_SITES        4096     /* sites tracked, a power of two */
+#define HP_KEYS         8192     /* keys (return addresses), a power of two */
+#define HP_LIFE_BUCKETS 6        /* <1 ms, <10 ms, <100 ms, <1 s, <10 s, more */
+#define HP_SCORE_MAX    16
+#define HP_PROMOTE_AT   6        /* score at which a site is promoted */
+#define HP_DEMOTE_AT    0        /* and demoted again */
+typedef struct {
+	uint64_t hash;               /* of the frames; 0: free slot */
+	uintptr_t frames[HP_SITE_DEPTH];
+	uint8_t nframes;
+	bool promoted;               /* its allocations go to the huge class */
+	bool churny;                 /* score below zero: holds its key back */
+	bool from_profile;           /* decided by lifetime_profile */
+	int8_t score;
+	uint32_t key;                /* slot in the key table */
+	uint32_t samples, nshort, nlong, live;
+	uint32_t hist[HP_LIFE_BUCKETS];  /* lifetimes of freed samples */
+} hp_site_t;
+
+/* Lifetime-learning counters, process-wide. */
+typedef struct {
+	uint64_t sites;              /* distinct sites seen */
+	uint64_t sites_dropped;      /* samples whose site did not fit */
+	uint64_t samples;            /* allocations sampled (unwound) */
+	uint64_t promotions, demotions;
+	uint64_t sites_promoted;     /* promoted now */
+	uint64_t placed_bytes;       /* bytes sent to huge pages by decision */
+	uint64_t placed;             /* allocations sent there by decision */
+} hp_lifetime_counts_t;
 
 /*
  * One 2 MiB page of the huge-class reservation. A 4 KiB subpage is
@@ -98,7 +143,7 @@ typedef struct {
 /* The shared stats page: /dev/shm/hugepreload.<pid>, read by
  * "hugepreload stat". seq is odd while the library writes. */
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 2
+#define HP_STATS_VERSION 3
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;
@@ -110,6 +155,7 @@ typedef struct {
 	uint64_t strand_limit_bytes; /* in force at the last refresh */
 	char policy[256];
 	char name[HP_STATS_ARENAS][16];
+	hp_lifetime_counts_t lifetime;
 	hp_arena_stats_t arena[HP_STATS_ARENAS];
 } hp_stats_t;
 

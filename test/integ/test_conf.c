@@ -8,9 +8,11 @@
 #include "harness.h"
 
 /* The policy string: threshold, backing, then the rest at defaults. */
+/* The lifetime keys' defaults, at the end of every policy line. */
+#define LT ",lifetime:off,lifetime_sample:524288,lifetime_ms:1000"
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
-	",strand_limit:25%"
+	",strand_limit:25%" LT
 #define DEFAULT_POLICY POL("1048576", "auto", "5000")
 
 /* Runs policy BYTES under CONF; checks its output has POLICY and exactly
@@ -131,11 +133,11 @@ Test(conf, chain_keys) {
 	    {"backing:none", POL("1048576", "none", "5000")},
 	    {"hugetlb_size:1g", "large_threshold:1048576,backing:auto,"
 	     "hugetlb_size:1g,collapse:false,decay_ms:5000,reserve:1099511627776"
-	     ",strand_limit:25%"},
+	     ",strand_limit:25%" LT},
 	    {"hugetlb_size:2m", DEFAULT_POLICY},
 	    {"collapse:true", "large_threshold:1048576,backing:auto,"
 	     "hugetlb_size:2m,collapse:true,decay_ms:5000,reserve:1099511627776"
-	     ",strand_limit:25%"},
+	     ",strand_limit:25%" LT},
 	    {"collapse:false", DEFAULT_POLICY}};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
 		/* backing:hugetlb says so when the pool is empty. */
@@ -157,7 +159,7 @@ Test(conf, stats_keys_in_a_run) {
 	hp_run_t r = run_conf("strand_limit:64m,stats_dir:off", "1", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
 	    "collapse:false,decay_ms:5000,reserve:1099511627776,"
-	    "strand_limit:67108864");
+	    "strand_limit:67108864" LT);
 	hp_run_free(&r);
 	const char *bad[][2] = {{"strand_limit:120%", "default 25%"},
 	    {"stats_format:yaml", "default text"},
@@ -174,16 +176,44 @@ Test(conf, stats_keys_in_a_run) {
 	hp_run_free(&r);
 }
 
+Test(conf, lifetime_values) {
+	const char *good[][2] = {
+	    {"lifetime:learn", ",lifetime:learn,lifetime_sample:524288,"
+	     "lifetime_ms:1000"},
+	    {"lifetime:replay,lifetime_sample:64k,lifetime_ms:200",
+	     ",lifetime:replay,lifetime_sample:65536,lifetime_ms:200"},
+	    {"lifetime:off,lifetime_record:/tmp/x.%p", LT}};
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		char want[300];
+		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
+		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
+		    "reserve:1099511627776,strand_limit:25%%%s", good[i][1]);
+		/* replay without a profile says it learns instead: one line. */
+		hp_run_t r = run_conf(good[i][0], "1", i == 1 ? 1 : 0, want);
+		hp_run_free(&r);
+	}
+	const char *bad[][2] = {{"lifetime:yes", "default off"},
+	    {"lifetime_sample:100", "default 512k"},
+	    {"lifetime_sample:5g", "default 512k"},
+	    {"lifetime_ms:0", "default 1000"}, {"lifetime_ms:soon", "default 1000"},
+	    {"lifetime_profile:", "default none"}};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_run_t r = run_conf(bad[i][0], "1", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+		hp_run_free(&r);
+	}
+}
+
 Test(conf, reserve_values) {
 	hp_run_t r = run_conf("reserve:2g", "67108864", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
-	    "collapse:false,decay_ms:5000,reserve:2147483648,strand_limit:25%");
+	    "collapse:false,decay_ms:5000,reserve:2147483648,strand_limit:25%" LT);
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	r = run_conf("reserve:64t", "67108864", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
 	    "collapse:false,decay_ms:5000,reserve:70368744177664,"
-	    "strand_limit:25%");
+	    "strand_limit:25%" LT);
 	cr_assert_eq(hp_kv(&r, "class"), 2);
 	hp_run_free(&r);
 	const char *bad[] = {"reserve:100m", "reserve:65t", "reserve:lots"};

@@ -21,7 +21,12 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->hugetlb_page == b->hugetlb_page && a->collapse == b->collapse &&
 	    a->stats_print == b->stats_print &&
 	    a->stats_format == b->stats_format &&
-	    a->strand_limit == b->strand_limit && a->strand_pct == b->strand_pct;
+	    a->strand_limit == b->strand_limit && a->strand_pct == b->strand_pct &&
+	    a->lifetime == b->lifetime &&
+	    a->lifetime_sample == b->lifetime_sample &&
+	    a->lifetime_ms == b->lifetime_ms &&
+	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
+	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0;
 }
 
 static hp_conf_t parse(const char *s, msgs_t *m) {
@@ -164,6 +169,42 @@ Test(conf, stats_and_strand_keys) {
 	cr_assert_eq(m.n, 1, "a path too long");
 }
 
+Test(conf, lifetime_keys) {
+	msgs_t m;
+	hp_conf_t c = parse(NULL, &m);
+	cr_assert_eq(c.lifetime, HP_LIFETIME_OFF);
+	cr_assert_eq(c.lifetime_sample, (size_t)512 << 10);
+	cr_assert_eq(c.lifetime_ms, 1000);
+	cr_assert_str_eq(c.lifetime_record, "");
+	c = parse("lifetime:learn,lifetime_sample:64k,lifetime_ms:250,"
+	    "lifetime_record:/tmp/p.%p,lifetime_profile:/tmp/in.prof", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.lifetime, HP_LIFETIME_LEARN);
+	cr_assert_eq(c.lifetime_sample, (size_t)64 << 10);
+	cr_assert_eq(c.lifetime_ms, 250);
+	cr_assert_str_eq(c.lifetime_record, "/tmp/p.%p");
+	cr_assert_str_eq(c.lifetime_profile, "/tmp/in.prof");
+	c = parse("lifetime:replay,lifetime_sample:4k,lifetime_ms:1", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.lifetime, HP_LIFETIME_REPLAY);
+	cr_assert_eq(c.lifetime_sample, (size_t)4 << 10);
+	c = parse("lifetime:off,lifetime_sample:1g,lifetime_ms:3600000", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.lifetime, HP_LIFETIME_OFF);
+	const char *bad[] = {"lifetime:on", "lifetime:", "lifetime:LEARNING",
+	    "lifetime_sample:1k", "lifetime_sample:2g", "lifetime_sample:x",
+	    "lifetime_ms:0", "lifetime_ms:-5", "lifetime_ms:3600001",
+	    "lifetime_ms:1s", "lifetime_record:", "lifetime_profile:"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_conf_t d;
+		hp_conf_defaults(&d);
+		c = parse(bad[i], &m);
+		cr_assert_eq(m.n, 1, "%s", bad[i]);
+		cr_assert(strstr(m.last, "using the default"), "%s", m.last);
+		cr_assert(same(&c, &d), "%s", bad[i]);
+	}
+}
+
 Test(conf, last_value_wins) {
 	msgs_t m;
 	hp_conf_t c = parse("decay_ms:1,decay_ms:2", &m);
@@ -173,8 +214,9 @@ Test(conf, last_value_wins) {
 Test(conf, describe_round_trips) {
 	msgs_t m;
 	hp_conf_t c = parse("large_threshold:3m,backing:hugetlb,decay_ms:9,"
-	    "reserve:2g,hugetlb_size:1g,collapse:true", &m), d;
-	char buf[200];
+	    "reserve:2g,hugetlb_size:1g,collapse:true,lifetime:replay,"
+	    "lifetime_sample:8k,lifetime_ms:70", &m), d;
+	char buf[400];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);

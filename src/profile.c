@@ -1,0 +1,394 @@
+#define _GNU_SOURCE
+/*
+ * Lifetime profiles: the site table as text, written at exit
+ * (lifetime_record) and read at start-up (lifetime_profile).
+ *
+ *   # hugepreload lifetime profile 1
+ *   # decision samples short long live <1ms <10ms <100ms <1s <10s more frames...
+ *   promote 181 0 181 181 0 0 0 0 0 0 /usr/bin/prog+0x1234 /usr/bin/prog+0x5f0
+ *   end 1
+ *
+ * decision is promote (huge pages), small (churny: held to 4 KiB pages) or
+ * undecided (not enough evidence either way); the counts say why (samples,
+ * how many ended short- and long-lived, how many were live at exit, and
+ * the lifetimes of the freed ones by decade); a frame is a module's path
+ * and an offset into it, so a profile holds across runs under ASLR. A
+ * person may edit decisions; "end N" closes the file so that a truncated
+ * one is known. Entries whose modules are not loaded yet wait and apply
+ * once they are (dlopen). Nothing here allocates.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "internal.h"
+
+#define HP_PROFILE_MAGIC "# hugepreload lifetime profile 1"
+#define HP_MODULES       256
+#define HP_PROFILE_MAX   ((size_t)16 << 20)
+
+/* ---- the modules loaded now ------------------------------------------ */
+
+typedef struct {
+	char path[PATH_MAX];
+	uintptr_t base, lo, hi;      /* load bias; extent of its segments */
+} module_t;
+
+static module_t *mods;           /* HP_MODULES, mapped on first use */
+static unsigned nmods;
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size, (void)arg;
+	if (nmods == HP_MODULES)
+		return 1;
+	module_t *m = &mods[nmods];
+	if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') {
+		if (nmods != 0)          /* only the program has no name */
+			return 0;
+		ssize_t n = readlink("/proc/self/exe", m->path,
+		    sizeof m->path - 1);
+		if (n <= 0)
+			return 0;
+		m->path[n] = '\0';
+	} else {
+		size_t n = strlen(info->dlpi_name);
+		if (n >= sizeof m->path)
+			return 0;
+		memcpy(m->path, info->dlpi_name, n + 1);
+	}
+	m->base = info->dlpi_addr;
+	m->lo = UINTPTR_MAX, m->hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = m->base + ph->p_vaddr, e = a + ph->p_memsz;
+		m->lo = a < m->lo ? a : m->lo;
+		m->hi = e > m->hi ? e : m->hi;
+	}
+	if (m->hi > m->lo)
+		nmods++;
+	return 0;
+}
+
+/* Refreshes the module list. Site lock held (it guards mods too). */
+static void scan_modules(void) {
+	nmods = 0;
+	if (mods == NULL && (mods = hp_lifetime_map(HP_MODULES *
+	    sizeof *mods)) == NULL)
+		return;
+	dl_iterate_phdr(add_module, NULL);
+}
+
+static const module_t *module_of(uintptr_t a) {
+	for (unsigned i = 0; i < nmods; i++)
+		if (a >= mods[i].lo && a < mods[i].hi)
+			return &mods[i];
+	return NULL;
+}
+
+/* ---- writing --------------------------------------------------------- */
+
+/* Appends to a line buffer; false once it is full. */
+static bool put(char *buf, size_t *len, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool put(char *buf, size_t *len, size_t cap, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= cap - *len)
+		return false;
+	*len += (size_t)n;
+	return true;
+}
+
+static bool write_all(int fd, const char *p, size_t n) {
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w <= 0)
+			return false;
+		p += w, n -= (size_t)w;
+	}
+	return true;
+}
+
+/* One site as a line, or false if it does not fit (a path too long). */
+static bool site_line(const hp_site_t *s, char *buf, size_t cap, size_t *len) {
+	*len = 0;
+	bool ok = put(buf, len, cap, "%s %u %u %u %u", s->promoted ? "promote" :
+	    s->churny ? "small" : "undecided", s->samples, s->nshort, s->nlong, s->live);
+	for (int b = 0; b < HP_LIFE_BUCKETS; b++)
+		ok = ok && put(buf, len, cap, " %u", s->hist[b]);
+	for (unsigned f = 0; f < s->nframes; f++) {
+		const module_t *m = module_of(s->frames[f]);
+		ok = ok && (m != NULL ? put(buf, len, cap, " %s+%#lx", m->path,
+		    (unsigned long)(s->frames[f] - m->base)) : put(buf, len, cap,
+		    " ?+%#lx", (unsigned long)s->frames[f]));
+	}
+	return ok && put(buf, len, cap, "\n");
+}
+
+/* "%p" in the path becomes the process id (one profile per process). */
+static void expand(const char *path, char *out, size_t n) {
+	size_t o = 0;
+	for (const char *c = path; *c && o + 1 < n; c++) {
+		if (c[0] == '%' && c[1] == 'p') {
+			int w = snprintf(out + o, n - o, "%d", (int)getpid());
+			o = w > 0 && (size_t)w < n - o ? o + (size_t)w : n - 1;
+			c++;
+		} else {
+			out[o++] = *c;
+		}
+	}
+	out[o] = '\0';
+}
+
+bool hp_profile_write(const char *where) {
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	expand(where, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		hp_log("could not write lifetime_record %s", path);
+		return false;
+	}
+	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
+	char *line = hp_lifetime_map(cap);
+	if (line == NULL || hp_sites == NULL) {
+		close(fd);
+		unlink(tmp);
+		return false;
+	}
+	const char *head = HP_PROFILE_MAGIC "\n# decision samples short long "
+	    "live <1ms <10ms <100ms <1s <10s more frames (module+offset; the "
+	    "first is the caller of malloc)\n";
+	bool ok = write_all(fd, head, strlen(head));
+	unsigned n = 0;
+	hp_site_lock();
+	scan_modules();
+	for (size_t i = 0; i < HP_SITES && ok; i++) {
+		const hp_site_t *s = &hp_sites[i];
+		size_t len;
+		if (s->hash == 0 || (s->samples == 0 && !s->from_profile) ||
+		    !site_line(s, line, cap, &len))
+			continue;
+		ok = write_all(fd, line, len);
+		n++;
+	}
+	hp_site_unlock();
+	size_t len = 0;
+	put(line, &len, cap, "end %u\n", n);
+	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
+	munmap(line, cap);
+	ok &= close(fd) == 0;
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		hp_log("could not write lifetime_record %s", path);
+		return false;
+	}
+	return true;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+typedef struct {
+	uint16_t mod[HP_SITE_DEPTH];     /* index into names */
+	uintptr_t off[HP_SITE_DEPTH];
+	uint8_t nframes;
+	int8_t decision;                 /* 1 promote, -1 small, 0 undecided */
+	bool applied;
+} entry_t;
+
+static entry_t *entries;         /* HP_SITES, mapped by the first load */
+static unsigned nentries, napplied;
+static char (*names)[PATH_MAX];  /* HP_MODULES */
+static unsigned nnames;
+
+static int intern(const char *s, size_t n) {
+	for (unsigned i = 0; i < nnames; i++)
+		if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0)
+			return (int)i;
+	if (nnames == HP_MODULES || n >= PATH_MAX)
+		return -1;
+	memcpy(names[nnames], s, n);
+	names[nnames][n] = '\0';
+	return (int)nnames++;
+}
+
+/* One whitespace-separated token of [*p, end); false at end of line. */
+static bool token(const char **p, const char *end, const char **t,
+    size_t *n) {
+	const char *s = *p;
+	while (s < end && (*s == ' ' || *s == '\t'))
+		s++;
+	const char *e = s;
+	while (e < end && *e != ' ' && *e != '\t')
+		e++;
+	*p = e, *t = s, *n = (size_t)(e - s);
+	return e > s;
+}
+
+static bool number(const char *t, size_t n, int base, unsigned long *v) {
+	char buf[32];
+	if (n == 0 || n >= sizeof buf)
+		return false;
+	memcpy(buf, t, n);
+	buf[n] = '\0';
+	char *end;
+	*v = strtoul(buf, &end, base);
+	return *end == '\0' && buf[0] != '-';
+}
+
+/* Parses one site line; NULL, or what is wrong with it. */
+static const char *parse_line(const char *p, const char *end, entry_t *e) {
+	const char *t;
+	size_t n;
+	unsigned long v;
+	if (!token(&p, end, &t, &n))
+		return "empty line";
+	if (n == 7 && memcmp(t, "promote", 7) == 0)
+		e->decision = 1;
+	else if (n == 5 && memcmp(t, "small", 5) == 0)
+		e->decision = -1;
+	else if (n == 9 && memcmp(t, "undecided", 9) == 0)
+		e->decision = 0;
+	else
+		return "decision is not promote, small or undecided";
+	for (int i = 0; i < 4 + HP_LIFE_BUCKETS; i++)
+		if (!token(&p, end, &t, &n) || !number(t, n, 10, &v))
+			return "a count is missing or not a number";
+	e->nframes = 0;
+	while (token(&p, end, &t, &n)) {
+		const char *plus = NULL;
+		for (const char *q = t + n; q-- > t;)
+			if (*q == '+') {
+				plus = q;
+				break;
+			}
+		if (e->nframes == HP_SITE_DEPTH)
+			return "too many frames";
+		if (plus == NULL || plus == t || !number(plus + 1,
+		    (size_t)(t + n - plus - 1), 16, &v))
+			return "a frame is not module+0xoffset";
+		int m = intern(t, (size_t)(plus - t));
+		if (m < 0)
+			return "too many modules";
+		e->mod[e->nframes] = (uint16_t)m;
+		e->off[e->nframes++] = v;
+	}
+	return e->nframes ? NULL : "no frames";
+}
+
+bool hp_profile_load(const char *path) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size == 0 || (size_t)st.st_size > HP_PROFILE_MAX) {
+		hp_log("lifetime_profile %s: cannot be read (or empty, or over "
+		    "16 MiB); profile ignored, sites are learned", path);
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	size_t size = (size_t)st.st_size;
+	if (entries == NULL) {
+		entries = hp_lifetime_map(HP_SITES * sizeof *entries);
+		names = hp_lifetime_map(HP_MODULES * sizeof *names);
+	}
+	char *buf = entries && names ? mmap(NULL, size, PROT_READ, MAP_PRIVATE,
+	    fd, 0) : MAP_FAILED;
+	close(fd);
+	if (buf == MAP_FAILED) {
+		hp_log("lifetime_profile %s: cannot be read; profile ignored, "
+		    "sites are learned", path);
+		return false;
+	}
+	const char *p = buf, *end = buf + size, *why = NULL;
+	unsigned line = 0, count = 0;
+	bool ended = false;
+	nentries = 0, nnames = 0;
+	while (p < end && why == NULL) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		line++;
+		if (nl == NULL)
+			why = "last line not terminated (truncated?)";
+		else if (ended)
+			why = "text after the end line";
+		else if (line == 1)
+			why = (size_t)(le - p) == strlen(HP_PROFILE_MAGIC) &&
+			    memcmp(p, HP_PROFILE_MAGIC, (size_t)(le - p)) == 0 ?
+			    NULL : "not a hugepreload lifetime profile (version 1)";
+		else if (le == p || *p == '#')
+			;                    /* blank or comment */
+		else if (le - p > 4 && memcmp(p, "end ", 4) == 0) {
+			unsigned long v;
+			if (!number(p + 4, (size_t)(le - p - 4), 10, &v) ||
+			    v != count)
+				why = "the end line does not count the sites";
+			ended = true;
+		} else if (nentries == HP_SITES)
+			why = "more sites than the table holds";
+		else if ((why = parse_line(p, le, &entries[nentries])) == NULL) {
+			nentries++;
+			count++;
+		}
+		p = le + 1;
+	}
+	if (why == NULL && !ended)
+		why = "no end line (truncated?)";
+	munmap(buf, size);
+	if (why != NULL) {
+		hp_log("lifetime_profile %s:%u: %s; profile ignored, sites are "
+		    "learned", path, line, why);
+		nentries = 0;
+		return false;
+	}
+	hp_profile_resolve();
+	return true;
+}
+
+void hp_profile_resolve(void) {
+	if (napplied == nentries || hp_sites == NULL)
+		return;
+	hp_site_lock();
+	scan_modules();
+	for (unsigned i = 0; i < nentries; i++) {
+		entry_t *e = &entries[i];
+		if (e->applied)
+			continue;
+		uintptr_t frames[HP_SITE_DEPTH];
+		unsigned f = 0;
+		for (; f < e->nframes; f++) {
+			unsigned m = 0;
+			while (m < nmods && strcmp(mods[m].path, names[e->mod[f]]))
+				m++;
+			if (m == nmods)
+				break;               /* not loaded (yet) */
+			frames[f] = mods[m].base + e->off[f];
+		}
+		if (f < e->nframes)
+			continue;
+		int idx = hp_site_get(frames, e->nframes);
+		if (idx >= 0)
+			hp_site_decide(idx, e->decision);
+		e->applied = true;
+		napplied++;
+	}
+	hp_site_unlock();
+}
+
+/* At exit: the site table, where lifetime_record says. */
+__attribute__((destructor)) static void record_at_exit(void) {
+	if (hp_conf.lifetime != HP_LIFETIME_OFF &&
+	    hp_conf.lifetime_record[0] != '\0' && hp_threshold != 0)
+		hp_profile_write(hp_conf.lifetime_record);
+}

@@ -1,0 +1,382 @@
+#define _GNU_SOURCE
+/*
+ * Sampling allocations to learn their lifetimes.
+ *
+ * Each thread counts down the bytes it allocates (hp_sample_left, on the
+ * malloc fast path); when the count runs out, the next allocation is
+ * unwound with libunwind and served from the sample zone, a jemalloc
+ * arena of its own over a reserved range of 4 KiB pages. free() knows a
+ * sampled object by its address alone (hp_zone_contains: two compares),
+ * so an unsampled free costs no lookup. A sampled object's record holds
+ * its site and birth time: freed before lifetime_ms it is short-lived;
+ * found still live past lifetime_ms (records are aged a few at a time on
+ * each sampled call) it is long-lived.
+ *
+ * The mean interval is lifetime_sample bytes, drawn uniformly from half to
+ * one and a half times that, per thread, so that a loop's period cannot
+ * alias with it.
+ */
+#define UNW_LOCAL_ONLY
+#include <errno.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include "internal.h"
+#include "je.h"
+
+#define HP_ZONE_SIZE   ((size_t)64 << 30)   /* address space, not memory */
+#define HP_SAMPLE_SLOTS 65536               /* live sampled objects, max */
+#define HP_BT_MAX      (HP_SITE_DEPTH + 8)
+#define HP_AGE_STEP    64                   /* records aged per sampled call */
+#define HP_SAMPLE_OFF  (INT64_MAX / 2)      /* a count that never runs out */
+
+HP_TLS int64_t hp_sample_left;
+uintptr_t hp_zone_base;
+size_t hp_zone_size;
+
+typedef struct {
+	uintptr_t ptr;               /* 0: free slot */
+	uint64_t born_ns;
+	int32_t site;
+	bool long_lived;             /* counted long-lived already */
+} sample_t;
+
+static sample_t *samples;       /* HP_SAMPLE_SLOTS */
+static size_t nsamples, age_cursor;
+static uintptr_t zone_bump, zone_mapped, zone_end;
+static pthread_mutex_t zone_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held around unwinding and module checks (both in dl_iterate_phdr), and
+ * around nothing that calls jemalloc: fork takes it, so no child inherits
+ * the loader's lock held, whatever the order of the fork handlers. */
+static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
+static bool learning;
+static uint64_t lifetime_ns;
+static int64_t mean_interval;
+static unsigned dl_adds;         /* dl_iterate_phdr's count, last seen */
+
+static HP_TLS uint64_t rng;
+static HP_TLS bool busy;         /* inside the sampler: no recursion */
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t next_interval(void) {
+	if (rng == 0)
+		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return mean_interval / 2 + (int64_t)(rng % (uint64_t)mean_interval);
+}
+
+/* ---- the sample zone: a jemalloc arena over its own reservation ------ */
+
+static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+    size_t align, bool *zero, bool *commit, unsigned ind) {
+	(void)h, (void)ind;
+	if (new_addr != NULL)
+		return NULL;
+	pthread_mutex_lock(&zone_lock);
+	uintptr_t p = (zone_bump + align - 1) & ~(uintptr_t)(align - 1);
+	uintptr_t end = p + size;
+	void *ret = NULL;
+	if (end <= zone_end && end > p) {
+		uintptr_t to = (end + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
+		if (to > zone_end)
+			to = zone_end;
+		if (to <= zone_mapped || mprotect((void *)zone_mapped,
+		    to - zone_mapped, PROT_READ | PROT_WRITE) == 0) {
+			if (to > zone_mapped)
+				zone_mapped = to;
+			zone_bump = end;
+			ret = (void *)p;
+		}
+	}
+	pthread_mutex_unlock(&zone_lock);
+	if (ret != NULL)
+		*zero = *commit = true;
+	return ret;
+}
+
+static bool z_dalloc(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)committed, (void)ind;
+	return true;                 /* refused: jemalloc retains and reuses */
+}
+
+static bool z_purge(extent_hooks_t *h, void *addr, size_t size,
+    size_t offset, size_t length, unsigned ind) {
+	(void)h, (void)size, (void)ind;
+	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+}
+
+static bool z_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)size_a, (void)size_b;
+	(void)committed, (void)ind;
+	return false;
+}
+
+static bool z_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)addr_a, (void)size_a, (void)addr_b, (void)size_b;
+	(void)committed, (void)ind;
+	return false;
+}
+
+static extent_hooks_t zone_hooks = {
+	.alloc = z_alloc,
+	.dalloc = z_dalloc,
+	.purge_forced = z_purge,     /* MADV_DONTNEED: reads back zero */
+	.split = z_split,
+	.merge = z_merge,
+};
+
+static bool zone_init(long decay_ms) {
+	char *raw = mmap(NULL, HP_ZONE_SIZE + HP_HUGE, PROT_NONE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return false;
+	uintptr_t base = ((uintptr_t)raw + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
+	madvise((void *)base, HP_ZONE_SIZE, MADV_NOHUGEPAGE);
+	zone_bump = zone_mapped = base;
+	zone_end = base + HP_ZONE_SIZE;
+	hp_zone_base = base;
+	unsigned ind;
+	size_t sz = sizeof ind;
+	extent_hooks_t *hooks = &zone_hooks;
+	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks)) {
+		hp_zone_base = 0;
+		return false;
+	}
+	char name[64];
+	ssize_t ms = decay_ms, never = -1;
+	snprintf(name, sizeof name, "arena.%u.dirty_decay_ms", ind);
+	hp_je_mallctl(name, NULL, NULL, &ms, sizeof ms);
+	snprintf(name, sizeof name, "arena.%u.muzzy_decay_ms", ind);
+	hp_je_mallctl(name, NULL, NULL, &never, sizeof never);
+	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	/* Published last: free() tests pointers against it. */
+	__atomic_store_n(&hp_zone_size, HP_ZONE_SIZE, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* ---- sampled objects ------------------------------------------------- */
+
+static size_t slot_of(uintptr_t p) {
+	return (size_t)((p * 0x9e3779b97f4a7c15ull) >> 48) & (HP_SAMPLE_SLOTS - 1);
+}
+
+/* Lock held. */
+static bool record(uintptr_t p, int site, uint64_t t) {
+	if (nsamples >= HP_SAMPLE_SLOTS * 3 / 4)
+		return false;
+	size_t i = slot_of(p);
+	while (samples[i].ptr != 0)
+		i = (i + 1) & (HP_SAMPLE_SLOTS - 1);
+	samples[i] = (sample_t){p, t, site, false};
+	nsamples++;
+	hp_sites[site].samples++;
+	hp_sites[site].live++;
+	return true;
+}
+
+/* Removes slot i, shifting back the entries after it (linear probing).
+ * Lock held. */
+static void unrecord(size_t i) {
+	samples[i].ptr = 0;
+	nsamples--;
+	for (size_t j = (i + 1) & (HP_SAMPLE_SLOTS - 1); samples[j].ptr != 0;
+	    j = (j + 1) & (HP_SAMPLE_SLOTS - 1)) {
+		size_t home = slot_of(samples[j].ptr);
+		/* Can j's entry move to the hole at i? Only if its home is not
+		 * cyclically within (i, j]. */
+		bool stays = i <= j ? (home > i && home <= j) :
+		    (home > i || home <= j);
+		if (!stays) {
+			samples[i] = samples[j];
+			samples[j].ptr = 0;
+			i = j;
+		}
+	}
+}
+
+/* Counts records older than lifetime_ms as long-lived, a few per call.
+ * Lock held. */
+static void age(uint64_t t) {
+	for (unsigned n = 0; n < HP_AGE_STEP; n++) {
+		sample_t *s = &samples[age_cursor];
+		age_cursor = (age_cursor + 1) & (HP_SAMPLE_SLOTS - 1);
+		if (s->ptr != 0 && !s->long_lived && t - s->born_ns >= lifetime_ns) {
+			s->long_lived = true;
+			hp_site_outcome(s->site, true, t - s->born_ns);
+		}
+	}
+}
+
+/* The frames of the caller of malloc: from the frame that returns to ret
+ * (the sampler's own frames come first). */
+static unsigned caller_frames(uintptr_t ret, uintptr_t *out) {
+	void *ip[HP_BT_MAX];
+	int n = unw_backtrace(ip, HP_BT_MAX);
+	int i = 0;
+	while (i < n && (uintptr_t)ip[i] != ret)
+		i++;
+	if (i == n) {                /* not found: start at ret alone */
+		out[0] = ret;
+		return 1;
+	}
+	unsigned m = 0;
+	for (; i < n && m < HP_SITE_DEPTH; i++)
+		out[m++] = (uintptr_t)ip[i];
+	return m;
+}
+
+static void *sample(size_t size, uintptr_t ret, bool zero) {
+	uintptr_t frames[HP_SITE_DEPTH];
+	pthread_mutex_lock(&sample_lock);
+	unsigned n = caller_frames(ret, frames);
+	pthread_mutex_unlock(&sample_lock);
+	void *p = hp_je_mallocx(size ? size : 1, zone_flags |
+	    (zero ? MALLOCX_ZERO : 0));
+	if (p == NULL)
+		return NULL;
+	uint64_t t = now_ns();
+	hp_site_lock();
+	hp_lifetime_counts.samples++;
+	int site = hp_site_get(frames, n);
+	bool kept = site >= 0 && record((uintptr_t)p, site, t);
+	age(t);
+	hp_site_unlock();
+	if (!kept) {                 /* untracked: must not stay in the zone */
+		hp_je_dallocx(p, zone_flags);
+		return NULL;
+	}
+	return p;
+}
+
+/* In replay mode nothing is sampled, but the sample counter still paces a
+ * cheap check for modules loaded since (dlopen), whose profile entries then
+ * apply. */
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+static void check_new_modules(void) {
+	unsigned long long adds = 0;
+	dl_iterate_phdr(count_adds, &adds);
+	if ((unsigned)adds != __atomic_load_n(&dl_adds, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&dl_adds, (unsigned)adds, __ATOMIC_RELAXED);
+		hp_profile_resolve();
+	}
+}
+
+void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
+	if (hp_sample_left < 0) {
+		bool on = hp_conf.lifetime != HP_LIFETIME_OFF && !busy;
+		hp_sample_left = on ? next_interval() : HP_SAMPLE_OFF;
+		if (on) {
+			busy = true;
+			pthread_mutex_lock(&sample_lock);
+			check_new_modules();
+			pthread_mutex_unlock(&sample_lock);
+			void *p = learning && hp_zone_size != 0 ?
+			    sample(size, ret, zero) : NULL;
+			busy = false;
+			if (p != NULL)
+				return p;
+		}
+	}
+	if (hp_keys_promoted != 0 && !busy && hp_key_promoted(ret)) {
+		void *p = hp_huge_small(size, zero);
+		if (p != NULL)
+			return p;
+	}
+	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+}
+
+/* Ends a sampled object's record: its lifetime decides. */
+static void end_sample(uintptr_t p) {
+	uint64_t t = now_ns();
+	hp_site_lock();
+	size_t i = slot_of(p);
+	while (samples[i].ptr != 0 && samples[i].ptr != p)
+		i = (i + 1) & (HP_SAMPLE_SLOTS - 1);
+	if (samples[i].ptr == p) {
+		sample_t s = samples[i];
+		uint64_t life = t - s.born_ns;
+		hp_sites[s.site].live--;
+		if (s.long_lived)
+			hp_site_freed_long(s.site, life);
+		else
+			hp_site_outcome(s.site, life >= lifetime_ns, life);
+		unrecord(i);
+	}
+	age(t);
+	hp_site_unlock();
+}
+
+void hp_lifetime_free(void *p) {
+	end_sample((uintptr_t)p);
+	hp_je_dallocx(p, zone_flags);
+}
+
+/* Neither lock is held across a jemalloc call, so these may run before or
+ * after jemalloc's own fork handlers. zone_lock is only taken inside
+ * jemalloc's extent calls, which its prefork has drained; the child just
+ * resets it. */
+static void lt_prefork(void) {
+	pthread_mutex_lock(&sample_lock);
+	hp_site_lock();
+}
+
+static void lt_postfork_parent(void) {
+	hp_site_unlock();
+	pthread_mutex_unlock(&sample_lock);
+}
+
+static void lt_postfork_child(void) {
+	pthread_mutex_init(&sample_lock, NULL);
+	pthread_mutex_init(&zone_lock, NULL);
+	hp_site_atfork_child();
+}
+
+bool hp_lifetime_init(const hp_conf_t *c) {
+	if (c->lifetime == HP_LIFETIME_OFF)
+		return true;
+	samples = hp_lifetime_map(HP_SAMPLE_SLOTS * sizeof *samples);
+	if (samples == NULL || !hp_site_init()) {
+		hp_log("could not map the site tables; lifetime learning is off");
+		return false;
+	}
+	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
+	mean_interval = (int64_t)c->lifetime_sample;
+	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
+	learning = c->lifetime == HP_LIFETIME_LEARN;
+	bool loaded = c->lifetime_profile[0] != '\0' &&
+	    hp_profile_load(c->lifetime_profile);
+	if (c->lifetime == HP_LIFETIME_REPLAY && !loaded) {
+		/* A bad profile has said so already, in one line. */
+		if (c->lifetime_profile[0] == '\0')
+			hp_log("lifetime:replay without lifetime_profile; sites "
+			    "are learned instead");
+		learning = true;
+	}
+	unsigned long long adds = 0;
+	dl_iterate_phdr(count_adds, &adds);
+	dl_adds = (unsigned)adds;
+	if (learning && !zone_init(c->decay_ms)) {
+		hp_log("could not reserve the sample zone; lifetime learning is "
+		    "off");
+		learning = false;
+	}
+	return true;
+}

@@ -1,0 +1,180 @@
+/* Lifetime-aware placement: sites learned from sampled call stacks,
+ * profiles recorded and replayed (src/site.c, sample.c, profile.c). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness.h"
+
+#define NODES "2000000"
+
+static hp_run_t run_conf_any(const char *conf, const char *const *argv) {
+	char env0[600];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	return r;
+}
+
+static hp_run_t run_conf(const char *conf, const char *const *argv) {
+	hp_run_t r = run_conf_any(conf, argv);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
+	return r;
+}
+
+static hp_run_t index_run(const char *conf) {
+	const char *argv[] = {hp_path("lifetime"), "index", NODES, NULL};
+	return run_conf(conf, argv);
+}
+
+/* A counter of the text stats printed at exit ("lifetime_samples  12"). */
+static double counter(const hp_run_t *r, const char *name) {
+	const char *p = strstr(r->err, name);
+	cr_assert(p != NULL, "no %s in:\n%s", name, r->err);
+	return atof(p + strlen(name));
+}
+
+static void profile_path(char *buf, size_t n, const char *tag) {
+	snprintf(buf, n, "/tmp/hp-lifetime-%s.%d.prof", tag, (int)getpid());
+}
+
+/* Index nodes after warm-up on huge pages, request buffers on 4 KiB. */
+static void placed_right(const hp_run_t *r) {
+	cr_assert_geq(hp_kv(r, "late_nodes_huge_frac"), 0.9, "%s", r->out);
+	cr_assert_geq(hp_kv(r, "late_nodes_hg_frac"), 0.9, "%s", r->out);
+	cr_assert_eq(hp_kv(r, "requests_nh_frac"), 1, "%s", r->out);
+	cr_assert_eq(hp_kv(r, "requests_huge_frac"), 0, "%s", r->out);
+}
+
+Test(lifetime, off_places_by_size_alone) {
+	hp_run_t r = index_run("lifetime:off");
+	cr_assert_eq(hp_kv(&r, "late_nodes_huge_frac"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "late_nodes_nh_frac"), 1, "%s", r.out);
+	hp_run_free(&r);
+}
+
+Test(lifetime, learn_promotes_the_index_site_only) {
+	hp_run_t r = index_run("lifetime:learn,stats_print:true");
+	placed_right(&r);
+	cr_assert_eq(hp_kv(&r, "first_node_huge_frac"), 0,
+	    "the first node cannot be known long-lived yet");
+	cr_assert_geq(counter(&r, "lifetime_sites "), 2);
+	cr_assert_geq(counter(&r, "lifetime_samples "), 100);
+	cr_assert_geq(counter(&r, "lifetime_promotions "), 1);
+	cr_assert_eq(counter(&r, "lifetime_demotions "), 0);
+	cr_assert_geq(counter(&r, "lifetime_placed_bytes "), 48.0 * 1000000,
+	    "most of the 96 MB index placed by decision");
+	cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
+	hp_run_free(&r);
+}
+
+Test(lifetime, replay_places_the_first_node_across_aslr) {
+	char prof[128], conf[300];
+	profile_path(prof, sizeof prof, "replay");
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
+	hp_run_t a = index_run(conf);
+	snprintf(conf, sizeof conf, "lifetime:replay,lifetime_profile:%s", prof);
+	hp_run_t b = index_run(conf);
+	cr_assert_neq(hp_kv(&a, "code_at"), hp_kv(&b, "code_at"),
+	    "the program loaded at the same address twice: no ASLR?");
+	cr_assert_eq(hp_kv(&b, "first_node_huge_frac"), 1, "%s", b.out);
+	placed_right(&b);
+	cr_assert_eq(hp_err_lines(&b), 0, "%s", b.err);
+	unlink(prof);
+	hp_run_free(&a);
+	hp_run_free(&b);
+}
+
+/* A broken profile: one line that says what is wrong; the run learns. */
+static void broken_profile(const char *mode, const char *text) {
+	char prof[128], conf[300];
+	profile_path(prof, sizeof prof, "broken");
+	FILE *f = fopen(prof, "w");
+	cr_assert(f != NULL);
+	fputs(text, f);
+	fclose(f);
+	snprintf(conf, sizeof conf, "lifetime:%s,lifetime_profile:%s", mode,
+	    prof);
+	hp_run_t r = index_run(conf);
+	unlink(prof);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "lifetime_profile") && strstr(r.err,
+	    "ignored"), "%s", r.err);
+	placed_right(&r);
+	hp_run_free(&r);
+}
+
+#define HEAD "# hugepreload lifetime profile 1\n"
+#define LINE "promote 5 0 5 5 0 0 0 0 0 0 /bin/prog+0x1234 /bin/prog+0x99\n"
+
+Test(lifetime, malformed_profile_is_ignored) {
+	broken_profile("learn", HEAD "promote five 0 5\nend 1\n");
+	broken_profile("learn", "some other file\n" LINE "end 1\n");
+	broken_profile("replay", HEAD "keep 5 0 5 5 0 0 0 0 0 0 /p+0x1\nend 1\n");
+	broken_profile("learn", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p\n"
+	    "end 2\n");
+	broken_profile("learn", HEAD LINE "end 7\n");
+}
+
+Test(lifetime, truncated_profile_is_ignored) {
+	broken_profile("learn", HEAD LINE);                  /* no end line */
+	broken_profile("replay", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p+0x");
+	broken_profile("learn", "");
+}
+
+Test(lifetime, profile_entries_apply_once_dlopened) {
+	char prof[128], conf[300];
+	profile_path(prof, sizeof prof, "dl");
+	const char *argv[] = {hp_path("lifetime"), "dl", NODES,
+	    hp_path("libltsite.so"), NULL};
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
+	hp_run_t a = run_conf(conf, argv);
+	FILE *f = fopen(prof, "r");
+	cr_assert(f != NULL);
+	char line[4096];
+	bool lib_promoted = false;
+	while (fgets(line, sizeof line, f))
+		lib_promoted |= strncmp(line, "promote", 7) == 0 &&
+		    strstr(line, "libltsite.so+0x") != NULL;
+	fclose(f);
+	cr_assert(lib_promoted, "no promoted site in the library");
+	snprintf(conf, sizeof conf, "lifetime:replay,lifetime_profile:%s", prof);
+	hp_run_t b = run_conf(conf, argv);
+	placed_right(&b);
+	unlink(prof);
+	hp_run_free(&a);
+	hp_run_free(&b);
+}
+
+Test(lifetime, a_site_turning_churny_is_demoted) {
+	const char *argv[] = {hp_path("lifetime"), "flip", "1000000", NULL};
+	hp_run_t r = run_conf("lifetime:learn,stats_print:true", argv);
+	cr_assert_geq(counter(&r, "lifetime_promotions "), 1);
+	cr_assert_geq(counter(&r, "lifetime_demotions "), 1);
+	cr_assert_geq(hp_kv(&r, "late_nodes_nh_frac"), 0.9, "%s", r.out);
+	hp_run_free(&r);
+}
+
+Test(lifetime, threads_and_fork_while_learning) {
+	const char *t[] = {hp_path("threads"), "200000", NULL};
+	hp_run_t r = run_conf_any("lifetime:learn,lifetime_sample:4k", t);
+	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	hp_run_free(&r);
+	const char *f[] = {hp_path("forkmt"), "50", NULL};
+	r = run_conf_any("lifetime:learn,lifetime_sample:4k", f);
+	cr_assert_eq(hp_kv(&r, "failed"), 0);
+	hp_run_free(&r);
+}
+
+/* realloc of sampled objects keeps their bytes; calloc zeroes, also in
+ * the sample zone; with nearly every allocation sampled. */
+Test(lifetime, realloc_and_calloc_while_sampling) {
+	const char *argv[] = {hp_path("reallocs"), "200000", NULL};
+	hp_run_t r = run_conf_any("lifetime:learn,lifetime_sample:4k,"
+	    "stats_print:true", argv);
+	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	cr_assert_geq(counter(&r, "lifetime_samples "), 10000);
+	hp_run_free(&r);
+}
