@@ -25,7 +25,7 @@
 #define HP_LSAMPLE_DEFAULT    (512 * KIB)
 #define HP_LSAMPLE_MIN        (4 * KIB)
 #define HP_LSAMPLE_MAX        GIB
-#define HP_LMS_DEFAULT        1000
+#define HP_LMS_DEFAULT        250
 #define HP_LMS_MAX            (3600L * 1000)
 
 static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
@@ -228,7 +228,7 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 		if (parse_long(v, vlen, &n) && n >= 1 && n <= HP_LMS_MAX)
 			c->lifetime_ms = n;
 		else
-			BAD("1000 (1..3600000)");
+			BAD("250 (1..3600000)");
 	} else if (is(k, klen, "lifetime_record")) {
 		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
 			BAD("none (a path)");
@@ -303,7 +303,7 @@ const char *const hp_conf_help[][4] = {
      "lifetime_profile only"},
     {"lifetime_sample", "bytes, 4k..1g", "512k",
      "one allocation is sampled (unwound) per this many bytes, on average"},
-    {"lifetime_ms", "1..3600000", "1000",
+    {"lifetime_ms", "1..3600000", "250",
      "a sampled object that lives this long is long-lived"},
     {"lifetime_record", "a path", "none",
      "where the site table is written at exit (text, editable); %p "

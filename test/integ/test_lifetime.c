@@ -150,7 +150,10 @@ Test(lifetime, profile_entries_apply_once_dlopened) {
 
 Test(lifetime, a_site_turning_churny_is_demoted) {
 	const char *argv[] = {hp_path("lifetime"), "flip", "1000000", NULL};
-	hp_run_t r = run_conf("lifetime:learn,stats_print:true", argv);
+	/* 1 s: the last phase (kept nodes again) must not be re-promoted
+	 * before the program reports where they are. */
+	hp_run_t r = run_conf("lifetime:learn,lifetime_ms:1000,stats_print:true",
+	    argv);
 	cr_assert_geq(counter(&r, "lifetime_promotions "), 1);
 	cr_assert_geq(counter(&r, "lifetime_demotions "), 1);
 	cr_assert_geq(hp_kv(&r, "late_nodes_nh_frac"), 0.9, "%s", r.out);

@@ -174,7 +174,7 @@ Test(conf, lifetime_keys) {
 	hp_conf_t c = parse(NULL, &m);
 	cr_assert_eq(c.lifetime, HP_LIFETIME_OFF);
 	cr_assert_eq(c.lifetime_sample, (size_t)512 << 10);
-	cr_assert_eq(c.lifetime_ms, 1000);
+	cr_assert_eq(c.lifetime_ms, 250);
 	cr_assert_str_eq(c.lifetime_record, "");
 	c = parse("lifetime:learn,lifetime_sample:64k,lifetime_ms:250,"
 	    "lifetime_record:/tmp/p.%p,lifetime_profile:/tmp/in.prof", &m);
