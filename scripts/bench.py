@@ -294,9 +294,10 @@ def report(results, outdir, runs, quick):
                 continue
             mib = lambda kb: "" if kb is None else f"{kb / 1024:.0f}"
             sec = "" if row["setup_s"] is None else f"{row['setup_s']:.2f}"
+            ratio = row.get("ratio_to_glibc")
             lines.append(f"| {c} | {row['median']:.2f} | {row['min']:.2f}-"
                          f"{row['max']:.2f} | "
-                         f"{row.get('ratio_to_glibc', 0):.2f} | "
+                         f"{'' if ratio is None else f'{ratio:.2f}'} | "
                          f"{mib(row['peak_kb'])} | {mib(row['huge_kb'])} | "
                          f"{sec} |")
         lines.append("")
@@ -310,6 +311,10 @@ def report(results, outdir, runs, quick):
 def chart(rows, outdir, meta):
     """Ratio to glibc, per workload (clusters) and configuration (bars)."""
     workloads = list(rows)
+    if not any("ratio_to_glibc" in r for w in rows.values() for r in w.values()):
+        print("no chart: glibc was not in the run (the chart shows ratios "
+              "to glibc)")
+        return
     configs = [c for c in CONFIGS if any(c in rows[w] for w in workloads)]
     data = os.path.join(outdir, "ratios.dat")
     with open(data, "w") as f:
