@@ -69,6 +69,8 @@ static uint64_t now_ns(void) {
 }
 
 static int64_t next_interval(void) {
+	if (mean_interval <= 0)      /* lifetime not started (or it failed) */
+		return HP_SAMPLE_OFF;
 	if (rng == 0)
 		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -247,11 +249,12 @@ static void *sample(size_t size, uintptr_t ret, bool zero) {
 	    (zero ? MALLOCX_ZERO : 0));
 	if (p == NULL)
 		return NULL;
-	uint64_t t = now_ns();
 	hp_site_lock();
-	hp_lifetime_counts.samples++;
+	uint64_t t = now_ns();       /* under the lock: records age in order */
 	int site = hp_site_get(frames, n);
 	bool kept = site >= 0 && record((uintptr_t)p, site, t);
+	if (kept)
+		hp_lifetime_counts.samples++;
 	age(t);
 	hp_site_unlock();
 	if (!kept) {                 /* untracked: must not stay in the zone */
@@ -281,8 +284,11 @@ static void check_new_modules(void) {
 
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 	if (hp_sample_left < 0) {
-		bool on = hp_conf.lifetime != HP_LIFETIME_OFF && !busy;
-		hp_sample_left = on ? next_interval() : HP_SAMPLE_OFF;
+		/* Inside the sampler (busy), a nested allocation only restarts
+		 * the count; it never turns sampling off for the thread. */
+		bool lt = hp_conf.lifetime != HP_LIFETIME_OFF;
+		bool on = lt && !busy;
+		hp_sample_left = lt ? next_interval() : HP_SAMPLE_OFF;
 		if (on) {
 			busy = true;
 			pthread_mutex_lock(&sample_lock);
@@ -296,7 +302,11 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 		}
 	}
 	if (hp_keys_promoted != 0 && !busy && hp_key_promoted(ret)) {
+		/* busy: the first call makes the arena and its threads, whose
+		 * own allocations must not come back here. */
+		busy = true;
 		void *p = hp_huge_small(size, zero);
+		busy = false;
 		if (p != NULL)
 			return p;
 	}
@@ -305,8 +315,8 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 
 /* Ends a sampled object's record: its lifetime decides. */
 static void end_sample(uintptr_t p) {
-	uint64_t t = now_ns();
 	hp_site_lock();
+	uint64_t t = now_ns();
 	size_t i = slot_of(p);
 	while (samples[i].ptr != 0 && samples[i].ptr != p)
 		i = (i + 1) & (HP_SAMPLE_SLOTS - 1);

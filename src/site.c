@@ -118,8 +118,10 @@ int hp_site_get(const uintptr_t *frames, unsigned n) {
 		if (s->hash != 0)
 			continue;
 		long k = key_slot(frames[0]);
-		if (k < 0)
+		if (k < 0) {
+			hp_lifetime_counts.sites_dropped++;
 			return -1;
+		}
 		memcpy(s->frames, frames, n * sizeof *frames);
 		s->nframes = (uint8_t)n;
 		s->key = (uint32_t)k;

@@ -181,3 +181,17 @@ Test(lifetime, realloc_and_calloc_while_sampling) {
 	cr_assert_geq(counter(&r, "lifetime_samples "), 10000);
 	hp_run_free(&r);
 }
+
+/* No address space for the huge class (ulimit -v): one line, and the
+ * program runs on with lifetime:learn asked for. */
+Test(lifetime, learn_without_the_huge_class_runs_on) {
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "ulimit -v 700000; exec %s 20000",
+	    hp_path("reallocs"));
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	hp_run_t r = run_conf_any("lifetime:learn", argv);
+	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "could not reserve"), "%s", r.err);
+	hp_run_free(&r);
+}
