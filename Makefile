@@ -1,4 +1,16 @@
 # hugepreload: build, test, demo. See README.md.
+
+# The Debian packages come first, whatever the target: make remakes an
+# included makefile before it reads the rest (and before pkg-config below
+# runs), so a fresh machine gets them on its first "make". The stamp is
+# redone when scripts/setup-deps changes; "make deps" checks again.
+ifneq ($(MAKECMDGOALS),clean)
+include build/deps.mk
+endif
+build/deps.mk: scripts/setup-deps
+	scripts/setup-deps
+	@mkdir -p build && echo "# scripts/setup-deps ran" > $@
+
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 BUILD   := build
@@ -24,6 +36,7 @@ all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
 	scripts/setup-deps
+	@mkdir -p $(BUILD) && echo "# scripts/setup-deps ran" > $(BUILD)/deps.mk
 
 $(BUILD)/je.syms: Makefile | $(BUILD)
 	@for s in $(JE_SYMS); do echo "$$s hp_je_$$s"; done > $@
