@@ -236,17 +236,24 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 	return ok;
 }
 
+void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
+	char *raw = mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
+	    flags, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+	if (p != raw)
+		munmap(raw, (size_t)(p - raw));
+	munmap(p + len, align - (size_t)(p - raw));
+	return p;
+}
+
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
  * NULL. For fork: see region.c. */
 void *hp_backing_copy(uintptr_t addr, size_t len) {
-	char *raw = mmap(NULL, len + HP_HUGE, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (raw == MAP_FAILED)
+	char *copy = hp_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
+	if (copy == NULL)
 		return NULL;
-	char *copy = (char *)(((uintptr_t)raw + HP_HUGE - 1) & ~(HP_HUGE - 1));
-	if (copy != raw)
-		munmap(raw, (size_t)(copy - raw));
-	munmap(copy + len, HP_HUGE - (size_t)(copy - raw));
 	madvise(copy, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	memcpy(copy, (void *)addr, len);
 	return copy;

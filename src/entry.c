@@ -5,8 +5,9 @@
  * goes through route.c.
  *
  * Lifetime learning (sample.c) adds to malloc and calloc a per-thread
- * byte countdown and a test that some key is promoted, and to free and
- * realloc a range test for sampled objects; all else stays in its files.
+ * byte countdown (it also sends a thread to look up promoted sites), and
+ * to free and realloc a range test for sampled objects; all else stays in
+ * its files.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -17,8 +18,7 @@
 
 HP_EXPORT void *malloc(size_t size) {
 	if (hp_likely(size < hp_threshold)) {
-		if (hp_unlikely((hp_sample_left -= (int64_t)size) < 0) ||
-		    hp_unlikely(hp_keys_promoted != 0))
+		if (hp_unlikely((hp_sample_left -= (int64_t)size) < 0))
 			return hp_lifetime_alloc(size,
 			    (uintptr_t)__builtin_return_address(0), false);
 		return hp_je_malloc(size);
@@ -40,8 +40,7 @@ HP_EXPORT void *calloc(size_t n, size_t size) {
 		return NULL;
 	}
 	if (hp_likely(total < hp_threshold)) {
-		if (hp_unlikely((hp_sample_left -= (int64_t)total) < 0) ||
-		    hp_unlikely(hp_keys_promoted != 0))
+		if (hp_unlikely((hp_sample_left -= (int64_t)total) < 0))
 			return hp_lifetime_alloc(total,
 			    (uintptr_t)__builtin_return_address(0), true);
 		return hp_je_calloc(n, size);

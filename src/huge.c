@@ -58,16 +58,10 @@ void hp_huge_atfork_child(void) {
  * reservation, where it would take a huge page (or a pool page) each.
  */
 static void *meta_map(size_t size, size_t align) {
-	char *raw = mmap(NULL, size + align, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (raw == MAP_FAILED)
-		return NULL;
-	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-	if (p > raw)
-		munmap(raw, (size_t)(p - raw));
-	if (p + size < raw + size + align)
-		munmap(p + size, (size_t)(raw + size + align - (p + size)));
-	madvise(p, size, MADV_NOHUGEPAGE);
+	void *p = hp_map_aligned(size, align, PROT_READ | PROT_WRITE,
+	    MAP_NORESERVE);
+	if (p != NULL)
+		madvise(p, size, MADV_NOHUGEPAGE);
 	return p;
 }
 
@@ -114,14 +108,14 @@ static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,
 	return false;
 }
 
-static bool h_split(extent_hooks_t *h, void *addr, size_t size,
+bool hp_hook_split(extent_hooks_t *h, void *addr, size_t size,
     size_t size_a, size_t size_b, bool committed, unsigned ind) {
 	(void)h, (void)addr, (void)size, (void)size_a, (void)size_b;
 	(void)committed, (void)ind;
 	return false;
 }
 
-static bool h_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+bool hp_hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
     void *addr_b, size_t size_b, bool committed, unsigned ind) {
 	(void)h, (void)addr_a, (void)size_a, (void)addr_b, (void)size_b;
 	(void)committed, (void)ind;
@@ -136,14 +130,22 @@ static extent_hooks_t huge_hooks = {
 	.decommit = h_decommit,
 	.purge_lazy = NULL,
 	.purge_forced = NULL,
-	.split = h_split,
-	.merge = h_merge,
+	.split = hp_hook_split,
+	.merge = hp_hook_merge,
 };
 
 static bool arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 	char name[64];
 	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
 	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v) == 0;
+}
+
+/* Free pages stay dirty for dirty_ms, then go back (the arenas made here
+ * have no lazy purge, so no muzzy state); muzzy -1 also turns off
+ * jemalloc's eager purge of freed extents over oversize_threshold. */
+bool hp_arena_decay(unsigned ind, long dirty_ms) {
+	return arena_set_ssize(ind, "dirty_decay_ms", dirty_ms) &&
+	    arena_set_ssize(ind, "muzzy_decay_ms", -1);
 }
 
 bool hp_huge_init(const hp_conf_t *c) {
@@ -160,12 +162,8 @@ static bool create_arena(void) {
 	extent_hooks_t *hooks = &huge_hooks;
 	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks))
 		return false;
-	/* Free pages stay dirty for decay_ms, then are decommitted (we have
-	 * no lazy purge, so there is no muzzy state). muzzy -1 also turns off
-	 * jemalloc's eager purge of freed extents over oversize_threshold,
-	 * which would refault every reused large block. */
-	if (!arena_set_ssize(ind, "dirty_decay_ms", decay_ms) ||
-	    !arena_set_ssize(ind, "muzzy_decay_ms", -1))
+	/* Without eager purge, reused large blocks keep their huge pages. */
+	if (!hp_arena_decay(ind, decay_ms))
 		hp_log("could not set decay on the huge arena %u", ind);
 	/* jemalloc grows its retained address space geometrically; capping
 	 * the step keeps what the hooks map (and the kernel charges) close to

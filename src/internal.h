@@ -70,6 +70,9 @@ bool hp_backing_map_gib(uintptr_t addr);
 void hp_backing_collapse(uintptr_t addr, size_t len);
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
 void *hp_backing_copy(uintptr_t addr, size_t len);
+/* len bytes of new anonymous memory at an align-aligned address (a power
+ * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
+void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
 bool hp_backing_thp_usable(void);
 
 /* Fallbacks by cause, counted where they happen (backing.c, huge.c):
@@ -95,6 +98,14 @@ unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
  * NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
+/* Extent hooks that allow every split and merge (huge and sample arenas),
+ * and an arena's decay: dirty_ms, no muzzy state. */
+struct extent_hooks_s;
+bool hp_hook_split(struct extent_hooks_s *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind);
+bool hp_hook_merge(struct extent_hooks_s *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind);
+bool hp_arena_decay(unsigned ind, long dirty_ms);
 
 /* stats.c: counters, the shared stats page, the maintenance thread. */
 void hp_stats_init(void);
@@ -144,8 +155,8 @@ extern HP_TLS int64_t hp_sample_left;   /* bytes to the next sample */
 extern uintptr_t hp_zone_base;          /* sampled objects live here */
 extern size_t hp_zone_size;
 bool hp_lifetime_init(const hp_conf_t *c);
-/* Where malloc/calloc go when the sample counter runs out or some key is
- * promoted; ret is the return address of the call. */
+/* Where malloc/calloc go when the sample counter runs out (kept run out
+ * while some key is promoted); ret is the return address of the call. */
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero);
 void hp_lifetime_free(void *p);
 static inline bool hp_zone_contains(const void *p) {

@@ -31,15 +31,10 @@ bool hp_region_init(size_t want) {
 		/* PROT_NONE is not charged to the commit limit; mprotect()
 		 * charges each part as it is made accessible. */
 		size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE;
-		char *raw = mmap(NULL, size + align, PROT_NONE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (raw == MAP_FAILED)
+		uintptr_t base = (uintptr_t)hp_map_aligned(size, align, PROT_NONE,
+		    0);
+		if (base == 0)
 			continue;
-		uintptr_t base = align_up((uintptr_t)raw, align);
-		size_t head = base - (uintptr_t)raw;
-		if (head)
-			munmap(raw, head);
-		munmap((char *)base + size, align - head);
 
 		size_t meta = align_up((size >> HP_HUGE_SHIFT) *
 		    sizeof(hp_hpage_t), HP_PAGE);

@@ -21,7 +21,6 @@
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -118,34 +117,19 @@ static bool z_purge(extent_hooks_t *h, void *addr, size_t size,
 	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
 }
 
-static bool z_split(extent_hooks_t *h, void *addr, size_t size,
-    size_t size_a, size_t size_b, bool committed, unsigned ind) {
-	(void)h, (void)addr, (void)size, (void)size_a, (void)size_b;
-	(void)committed, (void)ind;
-	return false;
-}
-
-static bool z_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
-    void *addr_b, size_t size_b, bool committed, unsigned ind) {
-	(void)h, (void)addr_a, (void)size_a, (void)addr_b, (void)size_b;
-	(void)committed, (void)ind;
-	return false;
-}
-
 static extent_hooks_t zone_hooks = {
 	.alloc = z_alloc,
 	.dalloc = z_dalloc,
 	.purge_forced = z_purge,     /* MADV_DONTNEED: reads back zero */
-	.split = z_split,
-	.merge = z_merge,
+	.split = hp_hook_split,
+	.merge = hp_hook_merge,
 };
 
 static bool zone_init(long decay_ms) {
-	char *raw = mmap(NULL, HP_ZONE_SIZE + HP_HUGE, PROT_NONE, MAP_PRIVATE |
-	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (raw == MAP_FAILED)
+	uintptr_t base = (uintptr_t)hp_map_aligned(HP_ZONE_SIZE, HP_HUGE,
+	    PROT_NONE, MAP_NORESERVE);
+	if (base == 0)
 		return false;
-	uintptr_t base = ((uintptr_t)raw + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
 	madvise((void *)base, HP_ZONE_SIZE, MADV_NOHUGEPAGE);
 	zone_bump = zone_mapped = base;
 	zone_end = base + HP_ZONE_SIZE;
@@ -155,14 +139,10 @@ static bool zone_init(long decay_ms) {
 	extent_hooks_t *hooks = &zone_hooks;
 	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks)) {
 		hp_zone_base = 0;
+		munmap((void *)base, HP_ZONE_SIZE);
 		return false;
 	}
-	char name[64];
-	ssize_t ms = decay_ms, never = -1;
-	snprintf(name, sizeof name, "arena.%u.dirty_decay_ms", ind);
-	hp_je_mallctl(name, NULL, NULL, &ms, sizeof ms);
-	snprintf(name, sizeof name, "arena.%u.muzzy_decay_ms", ind);
-	hp_je_mallctl(name, NULL, NULL, &never, sizeof never);
+	hp_arena_decay(ind, decay_ms);
 	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	/* Published last: free() tests pointers against it. */
 	__atomic_store_n(&hp_zone_size, HP_ZONE_SIZE, __ATOMIC_RELEASE);
@@ -282,30 +262,44 @@ static void check_new_modules(void) {
 	}
 }
 
+/*
+ * malloc's fast path tests one thing, hp_sample_left going negative. A
+ * thread whose count runs out while some key is promoted switches to
+ * lookup mode: it keeps hp_sample_left at -1, so that every allocation
+ * comes here to be looked up, and counts the bytes to its next sample in
+ * budget instead. It switches back when no key is promoted. So a thread
+ * sees a promotion within one sampling interval, and the fast path has no
+ * test for it.
+ */
+static HP_TLS int64_t budget;   /* lookup mode: bytes to the next sample */
+static HP_TLS bool lookup;
+
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
-	if (hp_sample_left < 0) {
-		/* Inside the sampler (busy), a nested allocation only restarts
-		 * the count; it never turns sampling off for the thread. */
-		bool lt = hp_conf.lifetime != HP_LIFETIME_OFF;
-		bool on = lt && !busy;
-		hp_sample_left = lt ? next_interval() : HP_SAMPLE_OFF;
-		if (on) {
+	void *p = NULL;
+	bool due = !lookup || (budget -= (int64_t)size) < 0;
+	if (due) {
+		/* HP_SAMPLE_OFF with lifetime off (or not started). Inside the
+		 * sampler (busy), a nested allocation only restarts the count. */
+		budget = next_interval();
+		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy) {
 			busy = true;
 			pthread_mutex_lock(&sample_lock);
 			check_new_modules();
 			pthread_mutex_unlock(&sample_lock);
-			void *p = learning && hp_zone_size != 0 ?
-			    sample(size, ret, zero) : NULL;
+			if (learning && hp_zone_size != 0)
+				p = sample(size, ret, zero);
 			busy = false;
-			if (p != NULL)
-				return p;
 		}
 	}
-	if (hp_keys_promoted != 0 && !busy && hp_key_promoted(ret)) {
+	lookup = __atomic_load_n(&hp_keys_promoted, __ATOMIC_ACQUIRE) != 0;
+	hp_sample_left = lookup ? -1 : budget;
+	if (p != NULL)
+		return p;
+	if (lookup && !busy && hp_key_promoted(ret)) {
 		/* busy: the first call makes the arena and its threads, whose
 		 * own allocations must not come back here. */
 		busy = true;
-		void *p = hp_huge_small(size, zero);
+		p = hp_huge_small(size, zero);
 		busy = false;
 		if (p != NULL)
 			return p;

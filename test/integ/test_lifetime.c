@@ -161,13 +161,16 @@ Test(lifetime, a_site_turning_churny_is_demoted) {
 }
 
 Test(lifetime, threads_and_fork_while_learning) {
+	const char *conf = "lifetime:learn,lifetime_sample:4k,stats_print:true";
 	const char *t[] = {hp_path("threads"), "200000", NULL};
-	hp_run_t r = run_conf_any("lifetime:learn,lifetime_sample:4k", t);
+	hp_run_t r = run_conf_any(conf, t);
 	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	cr_assert_geq(counter(&r, "lifetime_samples "), 1000, "no sampling");
 	hp_run_free(&r);
 	const char *f[] = {hp_path("forkmt"), "50", NULL};
-	r = run_conf_any("lifetime:learn,lifetime_sample:4k", f);
+	r = run_conf_any(conf, f);
 	cr_assert_eq(hp_kv(&r, "failed"), 0);
+	cr_assert_geq(counter(&r, "lifetime_samples "), 1000, "no sampling");
 	hp_run_free(&r);
 }
 
