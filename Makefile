@@ -4,6 +4,7 @@
 # included makefile before it reads the rest (and before pkg-config below
 # runs), so a fresh machine gets them on its first "make". The stamp is
 # redone when scripts/setup-deps changes; "make deps" checks again.
+.DEFAULT_GOAL := all
 ifneq ($(MAKECMDGOALS),clean)
 include build/deps.mk
 endif
@@ -41,8 +42,8 @@ deps:
 $(BUILD)/je.syms: Makefile | $(BUILD)
 	@for s in $(JE_SYMS); do echo "$$s hp_je_$$s"; done > $@
 
-$(BUILD)/libjemalloc_hp.a: $(JE_PIC) $(BUILD)/je.syms
-	objcopy --redefine-syms=$(BUILD)/je.syms $(JE_PIC) $@
+$(BUILD)/libjemalloc_hp.a: $(JE_PIC) $(BUILD)/je.syms scripts/embed-jemalloc
+	scripts/embed-jemalloc $(JE_PIC) $(BUILD)/je.syms $@
 
 $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 	@mkdir -p $(dir $@)

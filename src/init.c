@@ -23,7 +23,18 @@ static void report(void *ctx, const char *msg) {
 	hp_log("%s", msg);
 }
 
+static void atfork_prepare(void) {
+	hp_region_prefork();
+	hp_edata_prefork();
+}
+
+static void atfork_parent(void) {
+	hp_edata_postfork_parent();
+	hp_region_postfork_parent();
+}
+
 static void atfork_child(void) {
+	hp_edata_postfork_child();
 	hp_region_postfork_child();
 	hp_huge_atfork_child();
 	hp_stats_atfork_child();
@@ -35,9 +46,9 @@ static void start(void) {
 		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);
 	hp_je_malloc_conf_2_conf_harder = hp_small_jemalloc_conf(&hp_conf);
 	/* Before jemalloc starts, so that its fork handlers run inside ours:
-	 * see region.c. (glibc keeps the first 48 handlers without malloc.) */
-	pthread_atfork(hp_region_prefork, hp_region_postfork_parent,
-	    atfork_child);
+	 * see region.c and edata.c. (glibc keeps the first 48 handlers
+	 * without malloc.) */
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);

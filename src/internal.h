@@ -168,6 +168,16 @@ bool hp_profile_load(const char *path);
 void hp_profile_resolve(void);       /* newly loaded modules */
 bool hp_profile_write(const char *path);
 
+/* edata.c: jemalloc's extent descriptors, on pages given back when free.
+ * The build routes jemalloc's edata_cache_get/put here. */
+extern hp_edata_counts_t hp_edata_counts;
+void *hp_edata_get(void *tsdn, void *cache);
+void hp_edata_put(void *tsdn, void *cache, void *edata);
+void hp_edata_trim(void);
+void hp_edata_prefork(void);
+void hp_edata_postfork_parent(void);
+void hp_edata_postfork_child(void);
+
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);
 void *hp_realloc_slow(void *p, size_t size);

@@ -17,7 +17,7 @@ static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
-static void purge_parts(uintptr_t hp, hp_hpage_t *pg);
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
 
 #define HP_RESERVE_MIN ((size_t)1 << 30)   /* halve down to this */
 #define HP_SPLITS_PER_PASS 4096             /* 8 GiB of huge pages */
@@ -290,7 +290,7 @@ void hp_region_release(void *addr, size_t len) {
 			if (pg->map == HP_MAP_NONE || pg->nreleased == HP_SUBPAGES)
 				continue;
 			if (pg->split || pg->map == HP_MAP_4K)
-				purge_parts(hp, pg);   /* no huge page to keep */
+				purge_parts(hp, pg, false);   /* no huge page to keep */
 			else
 				n_refused++;   /* left resident rather than split */
 			continue;
@@ -392,11 +392,13 @@ void hp_region_scan(hp_arena_stats_t *a) {
 	pthread_mutex_unlock(&region_lock);
 }
 
-/* Purges a page's free 4 KiB parts that may still be resident. */
-static void purge_parts(uintptr_t hp, hp_hpage_t *pg) {
+/* Purges a page's free 4 KiB parts that may still be resident: those
+ * handed out since it was last given back or, with all, every free part
+ * (a THP page is resident whole, parts never handed out included). */
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
 	uint64_t stale[HP_SUBWORDS];
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		stale[w] = pg->released[w] & pg->dirty[w];
+		stale[w] = pg->released[w] & (all ? ~0ull : pg->dirty[w]);
 	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
 		for (j = i + 1; bit(stale, i) && j < HP_SUBPAGES && bit(stale, j);
 		    j++)
@@ -411,7 +413,7 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg) {
 
 /* Purges the free 4 KiB parts of a THP page, which splits it. */
 static void split_page(uintptr_t hp, hp_hpage_t *pg) {
-	purge_parts(hp, pg);
+	purge_parts(hp, pg, true);
 	/* Or khugepaged would collapse it again, filling the holes. */
 	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 	pg->split = true;

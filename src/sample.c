@@ -29,6 +29,8 @@
 
 #define HP_ZONE_SIZE   ((size_t)64 << 30)   /* address space, not memory */
 #define HP_SAMPLE_SLOTS 65536               /* live sampled objects, max */
+#define HP_SAMPLE_FIRST 4096                /* slots at first: doubled when
+                                               3/4 full */
 #define HP_BT_MAX      (HP_SITE_DEPTH + 8)
 #define HP_AGE_STEP    64                   /* records aged per sampled call */
 #define HP_SAMPLE_OFF  (INT64_MAX / 2)      /* a count that never runs out */
@@ -44,8 +46,8 @@ typedef struct {
 	bool long_lived;             /* counted long-lived already */
 } sample_t;
 
-static sample_t *samples;       /* HP_SAMPLE_SLOTS */
-static size_t nsamples, age_cursor;
+static sample_t *samples;       /* nslots, a power of two */
+static size_t nslots, nsamples, age_cursor;
 static uintptr_t zone_bump, zone_mapped, zone_end;
 static pthread_mutex_t zone_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held around unwinding and module checks (both in dl_iterate_phdr), and
@@ -152,17 +154,39 @@ static bool zone_init(long decay_ms) {
 /* ---- sampled objects ------------------------------------------------- */
 
 static size_t slot_of(uintptr_t p) {
-	return (size_t)((p * 0x9e3779b97f4a7c15ull) >> 48) & (HP_SAMPLE_SLOTS - 1);
+	return (size_t)((p * 0x9e3779b97f4a7c15ull) >> 32) & (nslots - 1);
+}
+
+static void insert(const sample_t *s) {
+	size_t i = slot_of(s->ptr);
+	while (samples[i].ptr != 0)
+		i = (i + 1) & (nslots - 1);
+	samples[i] = *s;
+}
+
+/* Twice the slots, in a new mapping: the table's memory follows the
+ * number of live samples, not the most it could hold. Lock held. */
+static bool grow(void) {
+	sample_t *old = samples, *t;
+	size_t n = nslots;
+	if (n >= HP_SAMPLE_SLOTS || (t = hp_lifetime_map(2 * n * sizeof *t)) ==
+	    NULL)
+		return false;
+	samples = t;
+	nslots = 2 * n;
+	age_cursor = 0;
+	for (size_t i = 0; i < n; i++)
+		if (old[i].ptr != 0)
+			insert(&old[i]);
+	munmap(old, n * sizeof *old);
+	return true;
 }
 
 /* Lock held. */
 static bool record(uintptr_t p, int site, uint64_t t) {
-	if (nsamples >= HP_SAMPLE_SLOTS * 3 / 4)
+	if (nsamples >= nslots * 3 / 4 && !grow())
 		return false;
-	size_t i = slot_of(p);
-	while (samples[i].ptr != 0)
-		i = (i + 1) & (HP_SAMPLE_SLOTS - 1);
-	samples[i] = (sample_t){p, t, site, false};
+	insert(&(sample_t){p, t, site, false});
 	nsamples++;
 	hp_sites[site].samples++;
 	hp_sites[site].live++;
@@ -174,8 +198,8 @@ static bool record(uintptr_t p, int site, uint64_t t) {
 static void unrecord(size_t i) {
 	samples[i].ptr = 0;
 	nsamples--;
-	for (size_t j = (i + 1) & (HP_SAMPLE_SLOTS - 1); samples[j].ptr != 0;
-	    j = (j + 1) & (HP_SAMPLE_SLOTS - 1)) {
+	for (size_t j = (i + 1) & (nslots - 1); samples[j].ptr != 0;
+	    j = (j + 1) & (nslots - 1)) {
 		size_t home = slot_of(samples[j].ptr);
 		/* Can j's entry move to the hole at i? Only if its home is not
 		 * cyclically within (i, j]. */
@@ -194,7 +218,7 @@ static void unrecord(size_t i) {
 static void age(uint64_t t) {
 	for (unsigned n = 0; n < HP_AGE_STEP; n++) {
 		sample_t *s = &samples[age_cursor];
-		age_cursor = (age_cursor + 1) & (HP_SAMPLE_SLOTS - 1);
+		age_cursor = (age_cursor + 1) & (nslots - 1);
 		if (s->ptr != 0 && !s->long_lived && t - s->born_ns >= lifetime_ns) {
 			s->long_lived = true;
 			hp_site_outcome(s->site, true, t - s->born_ns);
@@ -313,7 +337,7 @@ static void end_sample(uintptr_t p) {
 	uint64_t t = now_ns();
 	size_t i = slot_of(p);
 	while (samples[i].ptr != 0 && samples[i].ptr != p)
-		i = (i + 1) & (HP_SAMPLE_SLOTS - 1);
+		i = (i + 1) & (nslots - 1);
 	if (samples[i].ptr == p) {
 		sample_t s = samples[i];
 		uint64_t life = t - s.born_ns;
@@ -356,7 +380,8 @@ static void lt_postfork_child(void) {
 bool hp_lifetime_init(const hp_conf_t *c) {
 	if (c->lifetime == HP_LIFETIME_OFF)
 		return true;
-	samples = hp_lifetime_map(HP_SAMPLE_SLOTS * sizeof *samples);
+	nslots = HP_SAMPLE_FIRST;
+	samples = hp_lifetime_map(nslots * sizeof *samples);
 	if (samples == NULL || !hp_site_init()) {
 		hp_log("could not map the site tables; lifetime learning is off");
 		return false;

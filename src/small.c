@@ -53,6 +53,7 @@ int hp_purge_all(void) {
 		struct timespec ms = {0, 1000 * 1000};
 		nanosleep(&ms, NULL);
 	}
+	hp_edata_trim();
 	hp_stats_refresh(false);
 	return unused > 0;
 }

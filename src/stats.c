@@ -155,6 +155,8 @@ static void collect(hp_stats_t *st) {
 	 * each word is whole, and one refresh late at worst. */
 	memcpy(&st->lifetime, (const void *)&hp_lifetime_counts,
 	    sizeof st->lifetime);
+	memcpy(&st->descriptors, (const void *)&hp_edata_counts,
+	    sizeof st->descriptors);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	st->updated_ns = (uint64_t)ts.tv_sec * 1000000000ull +
@@ -172,6 +174,7 @@ static void publish(void) {
 	memcpy(shm->name, local.name, sizeof local.name);
 	memcpy(shm->arena, local.arena, sizeof local.arena);
 	shm->lifetime = local.lifetime;
+	shm->descriptors = local.descriptors;
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELEASE);     /* even */
 }
 
@@ -205,6 +208,7 @@ static void *maintain(void *arg) {
 		/* Purge what the decay curve says is due, so that free pages
 		 * go back at this pace whatever jemalloc's own thread does. */
 		hp_je_mallctl(decay, NULL, NULL, NULL, 0);
+		hp_edata_trim();
 		hp_stats_refresh(true);
 	}
 	return NULL;

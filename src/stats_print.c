@@ -59,9 +59,10 @@ static const field_t fields[] = {
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
 
-/* Lifetime learning, process-wide (lifetime:learn|replay). */
+/* Process-wide groups, offsets in hp_stats_t. Lifetime learning
+ * (lifetime:learn|replay): */
 #define L(name, member, counter, help) \
-	{name, offsetof(hp_lifetime_counts_t, member), counter, help}
+	{name, offsetof(hp_stats_t, lifetime.member), counter, help}
 static const field_t lfields[] = {
     L("sites", sites, true, "Allocation sites seen (sampled, or from a "
       "profile)."),
@@ -77,11 +78,34 @@ static const field_t lfields[] = {
     L("sites_dropped", sites_dropped, true, "Samples not kept: the site "
       "table was full."),
 };
-#define NLFIELDS (sizeof lfields / sizeof *lfields)
+
+/* jemalloc's extent descriptors (edata.c): */
+#define D(name, member, counter, help) \
+	{name, offsetof(hp_stats_t, descriptors.member), counter, help}
+static const field_t dfields[] = {
+    D("live", live, false, "jemalloc extent descriptors in use."),
+    D("resident_bytes", resident_bytes, false, "Resident bytes of the pages "
+      "holding extent descriptors."),
+    D("released_bytes", released_bytes, true, "Bytes of descriptor pages "
+      "given back to the kernel."),
+    D("fallbacks", fallbacks, true, "Descriptors taken from jemalloc's own "
+      "cache, which keeps them resident."),
+};
+
+typedef struct {
+	const char *prefix;          /* text and Prometheus names; JSON key */
+	const field_t *f;
+	size_t n;
+} group_t;
+static const group_t groups[] = {
+    {"lifetime", lfields, sizeof lfields / sizeof *lfields},
+    {"descriptors", dfields, sizeof dfields / sizeof *dfields},
+};
+#define NGROUPS (sizeof groups / sizeof *groups)
 
 static uint64_t lget(const hp_stats_t *st, const field_t *f) {
 	uint64_t v;
-	memcpy(&v, (const char *)&st->lifetime + f->off, sizeof v);
+	memcpy(&v, (const char *)st + f->off, sizeof v);
 	return v;
 }
 
@@ -142,9 +166,13 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "\n");
 	}
 	put(s, "strand_limit_bytes %" PRIu64 "\n", st->strand_limit_bytes);
-	for (size_t i = 0; i < NLFIELDS; i++)
-		put(s, "lifetime_%-19s%16" PRIu64 "\n", lfields[i].name,
-		    lget(st, &lfields[i]));
+	for (size_t g = 0; g < NGROUPS; g++)
+		for (size_t i = 0; i < groups[g].n; i++) {
+			char name[64];
+			snprintf(name, sizeof name, "%s_%s", groups[g].prefix,
+			    groups[g].f[i].name);
+			put(s, "%-28s%16" PRIu64 "\n", name, lget(st, &groups[g].f[i]));
+		}
 }
 
 static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
@@ -164,11 +192,15 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 			put(s, "%s%" PRIu64, b ? ", " : "", st->arena[a].live_hist[b]);
 		put(s, "]}");
 	}
-	put(s, "}, \"lifetime\": {");
-	for (size_t i = 0; i < NLFIELDS; i++)
-		put(s, "%s\"%s\": %" PRIu64, i ? ", " : "", lfields[i].name,
-		    lget(st, &lfields[i]));
-	put(s, "}}\n");
+	put(s, "}");
+	for (size_t g = 0; g < NGROUPS; g++) {
+		put(s, ", \"%s\": {", groups[g].prefix);
+		for (size_t i = 0; i < groups[g].n; i++)
+			put(s, "%s\"%s\": %" PRIu64, i ? ", " : "",
+			    groups[g].f[i].name, lget(st, &groups[g].f[i]));
+		put(s, "}");
+	}
+	put(s, "}\n");
 }
 
 static void prom(sink_t *s, const hp_stats_t *st) {
@@ -204,15 +236,17 @@ static void prom(sink_t *s, const hp_stats_t *st) {
 			    "\",arena=\"%s\",live=\"%.1f-%.1f\"} %" PRIu64 "\n", st->pid,
 			    st->name[a], b / 10.0, (b + 1) / 10.0,
 			    st->arena[a].live_hist[b]);
-	for (size_t i = 0; i < NLFIELDS; i++) {
-		const char *suffix = lfields[i].counter ? "_total" : "";
-		put(s, "# HELP hugepreload_lifetime_%s%s %s\n# TYPE "
-		    "hugepreload_lifetime_%s%s %s\nhugepreload_lifetime_%s%s{pid=\"%"
-		    PRId64 "\"} %" PRIu64 "\n", lfields[i].name, suffix,
-		    lfields[i].help, lfields[i].name, suffix, lfields[i].counter ?
-		    "counter" : "gauge", lfields[i].name, suffix, st->pid,
-		    lget(st, &lfields[i]));
-	}
+	for (size_t g = 0; g < NGROUPS; g++)
+		for (size_t i = 0; i < groups[g].n; i++) {
+			const field_t *f = &groups[g].f[i];
+			const char *p = groups[g].prefix;
+			const char *suffix = f->counter ? "_total" : "";
+			put(s, "# HELP hugepreload_%s_%s%s %s\n# TYPE "
+			    "hugepreload_%s_%s%s %s\nhugepreload_%s_%s%s{pid=\"%"
+			    PRId64 "\"} %" PRIu64 "\n", p, f->name, suffix, f->help, p,
+			    f->name, suffix, f->counter ? "counter" : "gauge", p,
+			    f->name, suffix, st->pid, lget(st, f));
+		}
 }
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

@@ -99,6 +99,14 @@ typedef struct {
 	uint64_t placed;             /* allocations sent there by decision */
 } hp_lifetime_counts_t;
 
+/* jemalloc's extent descriptors (edata.c), process-wide. */
+typedef struct {
+	uint64_t live;               /* descriptors in use */
+	uint64_t resident_bytes;     /* pages holding them, resident */
+	uint64_t released_bytes;     /* pages given back, so far */
+	uint64_t fallbacks;          /* taken from jemalloc's own cache */
+} hp_edata_counts_t;
+
 /*
  * One 2 MiB page of the huge-class reservation. A 4 KiB subpage is
  * "released" when no jemalloc extent holds it committed (never carved,
@@ -143,7 +151,7 @@ typedef struct {
 /* The shared stats page: /dev/shm/hugepreload.<pid>, read by
  * "hugepreload stat". seq is odd while the library writes. */
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 3
+#define HP_STATS_VERSION 4
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;
@@ -156,6 +164,7 @@ typedef struct {
 	char policy[256];
 	char name[HP_STATS_ARENAS][16];
 	hp_lifetime_counts_t lifetime;
+	hp_edata_counts_t descriptors;
 	hp_arena_stats_t arena[HP_STATS_ARENAS];
 } hp_stats_t;
 

@@ -1,6 +1,8 @@
 /* Hugepage-aware purging: whole free 2 MiB pages go back, by decay alone
  * or at once on malloc_trim(0); no huge page is ever split. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
 #include "harness.h"
 
 Test(purge, frees_whole_pages_and_splits_none) {
@@ -73,5 +75,49 @@ Test(purge, decay_ms_zero_purges_on_free) {
 	cr_assert_eq(r.code, 0, "%s", r.err);
 	cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
 	cr_assert(hp_kv(&r, "back_s") >= 0, "end %.0f kB", hp_kv(&r, "end_kb"));
+	hp_run_free(&r);
+}
+
+/* jemalloc's extent descriptors (one per 4 KiB slab at the peak, 16 MiB
+ * here) go back with the slabs they described: only those of the slabs
+ * still in use stay. jemalloc's own cache would keep all 16 MiB. */
+Test(purge, small_class_descriptors_go_back) {
+	const char *env[] = {"HUGEPRELOAD_CONF=decay_ms:1000", NULL};
+	const char *argv[] = {hp_path("strand"), "small", "512", "5", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "intact"), 1);
+	cr_assert_geq(hp_kv(&r, "rss_peak_kb") - hp_kv(&r, "rss_start_kb"),
+	    512 * 1024);
+	double excess = hp_kv(&r, "rss_end_kb") - hp_kv(&r, "rss_start_kb") -
+	    hp_kv(&r, "live_kb");
+	cr_assert_leq(excess, 8 * 1024, "%.0f kB over live: %s", excess, r.out);
+	cr_assert_geq(hp_kv(&r, "descriptors_released_bytes"), 8 << 20,
+	    "%s", r.out);
+	cr_assert_leq(hp_kv(&r, "descriptors_resident_bytes"), 2 << 20,
+	    "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "descriptors_live"), hp_kv(&r, "kept"));
+	hp_run_free(&r);
+}
+
+/* No address space for the descriptors' reservation (ulimit -v): jemalloc's
+ * own cache serves, and says so in the counters; nothing else changes. */
+Test(purge, descriptors_fall_back_to_jemalloc) {
+	const char *argv[] = {"/bin/sh", "-c", "ulimit -v 700000; exec \"$0\" "
+	    "small 64 0", hp_path("strand"), NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=stats_print:true", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "intact"), 1);
+	cr_assert_eq(hp_err_lines(&r), 1, "only the huge class's line: %s",
+	    r.err);
+	const char *f = strstr(r.err, "\ndescriptors_fallbacks");
+	unsigned long long n = 0;
+	cr_assert(f && sscanf(f, " descriptors_fallbacks %llu", &n) == 1, "%s",
+	    r.err);
+	cr_assert_gt(n, 1000, "%s", r.err);
+	f = strstr(r.err, "\ndescriptors_live");
+	cr_assert(f && sscanf(f, " descriptors_live %llu", &n) == 1 && n == 0,
+	    "%s", r.err);
 	hp_run_free(&r);
 }

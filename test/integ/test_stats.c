@@ -175,6 +175,20 @@ Test(stats, strand_limit_default_percent) {
 	limit_case("HUGEPRELOAD_CONF=large_threshold:16k");
 }
 
+/* A THP page is resident whole, its parts never handed out included: when
+ * strand_limit splits it, those go back too, not only freed parts. */
+Test(stats, split_gives_back_parts_never_used) {
+	const char *env[] = {"HUGEPRELOAD_CONF=strand_limit:0", NULL};
+	const char *argv[] = {hp_path("strand"), "tail", "1024", "10", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "thp_before_kb"), 2048, "a THP page: %s", r.out);
+	cr_assert_eq(hp_kv(&r, "pages_split"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "object_intact"), 1);
+	cr_assert_leq(hp_kv(&r, "resident_after_kb"), 1024 + 16, "%s", r.out);
+	hp_run_free(&r);
+}
+
 Test(wrapper, runs_cmd_with_policy_and_its_status) {
 	hp_run_t r = script("LD_PRELOAD=${B}libdlalloc.so $HP --conf "
 	    "large_threshold:2m --verbose -- sh -c 'echo \"$LD_PRELOAD\"; "

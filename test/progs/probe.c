@@ -97,6 +97,21 @@ out:
 	return bytes;
 }
 
+long long probe_resident_bytes(const void *p, size_t len) {
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	if (pm < 0)
+		return -1;
+	long long bytes = 0;
+	for (uintptr_t a = (uintptr_t)p & ~4095UL; a < (uintptr_t)p + len;
+	    a += 4096) {
+		uint64_t ent;
+		if (pread(pm, &ent, 8, (off_t)(a / 4096 * 8)) == 8 && (ent >> 63))
+			bytes += 4096;
+	}
+	close(pm);
+	return bytes;
+}
+
 /* Reads a small /proc file into buf without stdio (no malloc call). */
 static int slurp(const char *path, char *buf, size_t n) {
 	int fd = open(path, O_RDONLY);

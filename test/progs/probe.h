@@ -22,6 +22,9 @@ bool probe_has_flag(const probe_vma_t *v, const char *flag);
 /* Bytes of [p, p + len) that sit in transparent huge pages
  * (/proc/self/pagemap and /proc/kpageflags; needs root). -1 if unreadable. */
 long long probe_thp_bytes(const void *p, size_t len);
+/* Bytes of [p, p + len) resident (/proc/self/pagemap); makes no malloc
+ * call. -1 if unreadable. */
+long long probe_resident_bytes(const void *p, size_t len);
 /* VmRSS of /proc/self/status in kB; makes no malloc call. */
 long probe_rss_kb(void);
 /* Private_Hugetlb + Shared_Hugetlb of /proc/self/smaps_rollup in kB; makes

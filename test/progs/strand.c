@@ -3,7 +3,15 @@
  * allocator call and watch this process's counters (its stats file) and
  * RSS for up to WAIT seconds, until stranded bytes reach WANT_MIB (mode
  * "strand") or RSS falls to limit + live + 16 MiB (mode "limit").
- * usage: strand strand|limit MiB PIECE_KIB WAIT [WANT_MIB] */
+ * Mode "tail": one live object of PIECE_KIB in a THP page the rest of
+ * which was never handed out; prints what stays resident of the page once
+ * strand_limit has split it.
+ * Mode "small": the same in the small class, with 64 B objects; prints
+ * RSS after WAIT s and jemalloc's extent descriptors (edata.c), whose peak
+ * was one per 4 KiB slab.
+ * usage: strand strand|limit MiB PIECE_KIB WAIT [WANT_MIB]
+ *        strand tail PIECE_KIB WAIT
+ *        strand small MiB WAIT */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +43,71 @@ static double now(void) {
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static int tail(size_t piece, double wait) {
+	char *p = malloc(piece);
+	memset(p, 1, piece);
+	char *page = (char *)((uintptr_t)p & ~(uintptr_t)(HP_HUGE - 1));
+	long long thp = probe_thp_bytes(page, HP_HUGE);
+	long long before = probe_resident_bytes(page, HP_HUGE);
+	hp_stats_t st;
+	memset(&st, 0, sizeof st);
+	double t0 = now();
+	struct timespec tick = {0, 100 * 1000 * 1000};
+	while (now() - t0 < wait && !(read_stats(&st) && st.arena[1].pages_split))
+		nanosleep(&tick, NULL);
+	printf("object_kb=%zu\nthp_before_kb=%lld\nresident_before_kb=%lld\n"
+	    "resident_after_kb=%lld\npages_split=%llu\nobject_intact=%d\n",
+	    piece >> 10, thp >> 10, before >> 10,
+	    probe_resident_bytes(page, HP_HUGE) >> 10,
+	    (unsigned long long)st.arena[1].pages_split,
+	    p[0] == 1 && p[piece - 1] == 1);
+	free(p);
+	return 0;
+}
+
+static int small(size_t total, double wait) {
+	long rss_start = probe_rss_kb();
+	size_t n = total / 64, kept = 0;
+	char **p = malloc(n * sizeof *p);
+	for (size_t i = 0; i < n; i++) {
+		p[i] = malloc(64);
+		memset(p[i], 1, 64);
+	}
+	long rss_peak = probe_rss_kb();
+	uintptr_t lo = UINTPTR_MAX;
+	for (size_t i = 0; i < n; i++)
+		lo = (uintptr_t)p[i] < lo ? (uintptr_t)p[i] : lo;
+	/* Keep the object at the start of each 2 MiB of the objects' span. */
+	for (size_t i = 0; i < n; i++) {
+		if (((uintptr_t)p[i] - lo) % HP_HUGE < 64)
+			p[kept++] = p[i];
+		else
+			free(p[i]);
+	}
+	/* From here on no allocator call. */
+	struct timespec t = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+	nanosleep(&t, NULL);
+	int intact = 1;
+	for (size_t i = 0; i < kept; i++)
+		intact &= p[i][0] == 1 && p[i][63] == 1;
+	hp_stats_t st;
+	memset(&st, 0, sizeof st);
+	read_stats(&st);
+	printf("kept=%zu\nlive_kb=%zu\nrss_start_kb=%ld\nrss_peak_kb=%ld\n"
+	    "rss_end_kb=%ld\nintact=%d\ndescriptors_live=%llu\n"
+	    "descriptors_resident_bytes=%llu\ndescriptors_released_bytes=%llu\n",
+	    kept, (kept * 64 + n * sizeof *p) >> 10, rss_start, rss_peak,
+	    probe_rss_kb(), intact, (unsigned long long)st.descriptors.live,
+	    (unsigned long long)st.descriptors.resident_bytes,
+	    (unsigned long long)st.descriptors.released_bytes);
+	return 0;
+}
+
 int main(int argc, char **argv) {
+	if (strcmp(argv[1], "small") == 0)
+		return small((size_t)atol(argv[2]) << 20, atof(argv[3]));
+	if (strcmp(argv[1], "tail") == 0)
+		return tail((size_t)atol(argv[2]) << 10, atof(argv[3]));
 	int limit_mode = strcmp(argv[1], "limit") == 0;
 	size_t total = (size_t)atol(argv[2]) << 20, piece = (size_t)atol(argv[3]) << 10;
 	double wait = atof(argv[4]);
