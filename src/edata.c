@@ -141,7 +141,7 @@ static void discard(void) {
 
 void *hp_edata_get(void *tsdn, void *cache) {
 	pthread_mutex_lock(&lock);
-	size_t i = failed ? MAX_PAGES : first_avail();
+	size_t i = first_avail();
 	if (i == MAX_PAGES && !failed) {
 		if (commit())
 			i = first_avail();

@@ -297,6 +297,10 @@ static void check_new_modules(void) {
  */
 static HP_TLS int64_t budget;   /* lookup mode: bytes to the next sample */
 static HP_TLS bool lookup;
+/* A thread's count starts at 0, so its first allocation comes here: that
+ * one only draws the first interval. Sampling it would unwind (and give
+ * libunwind's per-thread cache, 256 KiB) every thread that allocates. */
+static HP_TLS bool armed;
 
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 	void *p = NULL;
@@ -305,7 +309,9 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 		/* HP_SAMPLE_OFF with lifetime off (or not started). Inside the
 		 * sampler (busy), a nested allocation only restarts the count. */
 		budget = next_interval();
-		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy) {
+		bool first = !armed;
+		armed = true;
+		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy && !first) {
 			busy = true;
 			pthread_mutex_lock(&sample_lock);
 			check_new_modules();

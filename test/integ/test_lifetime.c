@@ -174,6 +174,17 @@ Test(lifetime, threads_and_fork_while_learning) {
 	hp_run_free(&r);
 }
 
+/* A thread's first allocation only starts its count: sampled, it would
+ * unwind every new thread (and give each libunwind's 256 KiB cache). With
+ * one sample per GiB, 200 threads that allocate once are not sampled. */
+Test(lifetime, new_threads_are_not_sampled_at_once) {
+	const char *argv[] = {hp_path("lifetime"), "spawn", "200", NULL};
+	hp_run_t r = run_conf("lifetime:learn,lifetime_sample:1g,"
+	    "stats_print:true", argv);
+	cr_assert_eq(counter(&r, "lifetime_samples "), 0, "%s", r.err);
+	hp_run_free(&r);
+}
+
 /* realloc of sampled objects keeps their bytes; calloc zeroes, also in
  * the sample zone; with nearly every allocation sampled. */
 Test(lifetime, realloc_and_calloc_while_sampling) {

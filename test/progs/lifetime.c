@@ -4,8 +4,10 @@
  * sit.
  * usage: lifetime index NODES       the index built from this program
  *        lifetime dl NODES LIB      the same, from a dlopen()ed library
- *        lifetime flip NODES        one site long-lived, then churny */
+ *        lifetime flip NODES        one site long-lived, then churny
+ *        lifetime spawn THREADS     threads that allocate once each */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,10 +81,37 @@ static void where(const char *name, void **p, long n) {
 	free(v);
 }
 
+static char *volatile last;      /* the allocation escapes: not elided */
+
+static void *once(void *arg) {
+	char *p = malloc(64);
+	memset(p, 7, 64);
+	last = p;
+	*(int *)arg = last[63] == 7;
+	free(p);
+	return NULL;
+}
+
+static int spawn(long n) {
+	int ok = 1;
+	for (long i = 0; i < n; i++) {
+		pthread_t t;
+		int r = 0;
+		if (pthread_create(&t, NULL, once, &r) != 0)
+			return 4;
+		pthread_join(t, NULL);
+		ok &= r;
+	}
+	printf("data_ok=%d\n", ok);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
 	long n = atol(argv[2]);
+	if (strcmp(argv[1], "spawn") == 0)
+		return spawn(n);
 	node_fn = index_node;
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
