@@ -35,7 +35,7 @@ typedef struct {
 	uint8_t free;         /* 1 + the first given-back slot, or 0 */
 	uint8_t nfree;        /* free: given back, and never handed out */
 	uint8_t used;         /* slots handed out since the page was fresh */
-	uint8_t pad;
+	uint8_t queued;       /* in empty[] */
 } page_t;
 #define CHUNK      (HP_PAGE / sizeof(page_t))  /* pages committed at once */
 
@@ -43,11 +43,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char *data;           /* MAX_PAGES pages, PROT_NONE past committed */
 static page_t *info;         /* one per page, committed with it */
 static size_t committed;     /* pages */
-static bool failed;          /* no more from here: jemalloc's cache serves */
+static bool failed;          /* no reservation: jemalloc's cache serves */
+static unsigned backoff;     /* a commit failed: gets before the next try */
 static uint64_t avail[MAX_PAGES / 64];     /* pages with a free descriptor */
 static uint64_t summary[MAX_PAGES / 4096]; /* avail words that are not 0 */
 static size_t hint;          /* summary words below this are all 0 */
-static uint32_t empty[BATCH];              /* pages that went all free */
+static uint32_t empty[BATCH];              /* distinct pages that went all
+                                              free since the last discard */
 static unsigned nempty;
 hp_edata_counts_t hp_edata_counts;         /* under the lock */
 
@@ -115,7 +117,7 @@ static void give_back(size_t first, size_t n) {
 /* Gives back the pages in empty[] that are still all free and were
  * touched: sorted, one madvise per run of neighbours. */
 static void discard(void) {
-	for (unsigned k = 1; k < nempty; k++)      /* 64 at most: insertion */
+	for (unsigned k = 1; k < nempty; k++)      /* BATCH at most: insertion */
 		for (unsigned j = k; j > 0 && empty[j - 1] > empty[j]; j--) {
 			uint32_t t = empty[j];
 			empty[j] = empty[j - 1];
@@ -124,8 +126,7 @@ static void discard(void) {
 	size_t first = 0, n = 0;
 	for (unsigned k = 0; k < nempty; k++) {
 		size_t i = empty[k];
-		if (k > 0 && empty[k - 1] == i)
-			continue;                  /* emptied twice */
+		info[i].queued = 0;
 		if (info[i].nfree != PER_PAGE || info[i].used == 0)
 			continue;                  /* in use again, or untouched */
 		if (n != 0 && i == first + n) {
@@ -142,11 +143,13 @@ static void discard(void) {
 void *hp_edata_get(void *tsdn, void *cache) {
 	pthread_mutex_lock(&lock);
 	size_t i = first_avail();
-	if (i == MAX_PAGES && !failed) {
+	if (i == MAX_PAGES && !failed && (backoff == 0 || --backoff == 0)) {
 		if (commit())
 			i = first_avail();
-		else
+		else if (data == NULL || committed == MAX_PAGES)
 			failed = true;
+		else
+			backoff = 4096;        /* mprotect refused (commit limit) */
 	}
 	if (i == MAX_PAGES) {
 		hp_edata_counts.fallbacks++;
@@ -184,7 +187,8 @@ void hp_edata_put(void *tsdn, void *cache, void *d) {
 	if (pg->nfree++ == 0)
 		set_avail(i);
 	hp_edata_counts.live--;
-	if (pg->nfree == PER_PAGE) {
+	if (pg->nfree == PER_PAGE && !pg->queued) {
+		pg->queued = 1;
 		empty[nempty++] = (uint32_t)i;
 		if (nempty == BATCH)
 			discard();

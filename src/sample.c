@@ -259,6 +259,8 @@ static void *sample(size_t size, uintptr_t ret, bool zero) {
 	bool kept = site >= 0 && record((uintptr_t)p, site, t);
 	if (kept)
 		hp_lifetime_counts.samples++;
+	else if (site >= 0)              /* the sample table could not grow */
+		hp_lifetime_counts.sites_dropped++;
 	age(t);
 	hp_site_unlock();
 	if (!kept) {                 /* untracked: must not stay in the zone */

@@ -76,7 +76,7 @@ static const field_t lfields[] = {
     L("placed_bytes", placed_bytes, true, "Bytes placed on huge pages by a "
       "site's decision."),
     L("sites_dropped", sites_dropped, true, "Samples not kept: the site "
-      "table was full."),
+      "table, or the table of live samples, was full."),
 };
 
 /* jemalloc's extent descriptors (edata.c): */

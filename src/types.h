@@ -91,7 +91,8 @@ typedef struct {
 /* Lifetime-learning counters, process-wide. */
 typedef struct {
 	uint64_t sites;              /* distinct sites seen */
-	uint64_t sites_dropped;      /* samples whose site did not fit */
+	uint64_t sites_dropped;      /* samples whose site, or record, did not
+	                                fit */
 	uint64_t samples;            /* allocations sampled (unwound) */
 	uint64_t promotions, demotions;
 	uint64_t sites_promoted;     /* promoted now */
