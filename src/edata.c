@@ -174,9 +174,9 @@ void *hp_edata_get(void *tsdn, void *cache) {
 }
 
 void hp_edata_put(void *tsdn, void *cache, void *d) {
-	char *base = __atomic_load_n(&data, __ATOMIC_ACQUIRE);
-	size_t i = (size_t)((char *)d - base) >> HP_PAGE_SHIFT;
-	if (base == NULL || (char *)d < base || i >= MAX_PAGES) {
+	uintptr_t base = (uintptr_t)__atomic_load_n(&data, __ATOMIC_ACQUIRE);
+	size_t i = (size_t)((uintptr_t)d - base) >> HP_PAGE_SHIFT;
+	if (base == 0 || i >= MAX_PAGES) {      /* not ours: jemalloc's */
 		hp_je_edata_cache_put(tsdn, cache, d);
 		return;
 	}

@@ -26,7 +26,9 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->lifetime_sample == b->lifetime_sample &&
 	    a->lifetime_ms == b->lifetime_ms &&
 	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
-	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0;
+	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0 &&
+	    strcmp(a->stats_dir, b->stats_dir) == 0 &&
+	    strcmp(a->stats_file, b->stats_file) == 0;
 }
 
 static hp_conf_t parse(const char *s, msgs_t *m) {
@@ -35,6 +37,20 @@ static hp_conf_t parse(const char *s, msgs_t *m) {
 	memset(m, 0, sizeof *m);
 	hp_conf_parse(&c, s, collect, m);
 	return c;
+}
+
+/* Each item gets one "bad value ...; using the default" line and leaves
+ * the whole policy at its defaults. */
+static void each_gives_the_default(const char *const *bad, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		msgs_t m;
+		hp_conf_t c = parse(bad[i], &m), d;
+		hp_conf_defaults(&d);
+		cr_assert_eq(m.n, 1, "%s", bad[i]);
+		cr_assert(strstr(m.last, "bad value") && strstr(m.last,
+		    "using the default"), "%s", m.last);
+		cr_assert(same(&c, &d), "%s changed the policy", bad[i]);
+	}
 }
 
 Test(conf, defaults) {
@@ -102,16 +118,7 @@ Test(conf, bad_values_keep_defaults) {
 	    "reserve:512m", "reserve:65t", "reserve:big", "backing:THP",
 	    "backing:hugetlbfs", "hugetlb_size:4m", "hugetlb_size:1G",
 	    "hugetlb_size:", "collapse:yes", "collapse:"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		msgs_t m;
-		hp_conf_t c = parse(bad[i], &m), d;
-		hp_conf_defaults(&d);
-		cr_assert_eq(m.n, 1, "%s", bad[i]);
-		cr_assert(strstr(m.last, "bad value") && strstr(m.last,
-		    "using the default"), "%s", m.last);
-		cr_assert(same(&c, &d), "%s changed the policy",
-		    bad[i]);
-	}
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
 Test(conf, unknown_and_malformed) {
@@ -152,15 +159,7 @@ Test(conf, stats_and_strand_keys) {
 	const char *bad[] = {"stats_print:1", "stats_format:xml",
 	    "stats_format:", "stats_file:", "stats_dir:", "strand_limit:101%",
 	    "strand_limit:%", "strand_limit:-1", "strand_limit:5q"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		hp_conf_t d;
-		hp_conf_defaults(&d);
-		c = parse(bad[i], &m);
-		cr_assert_eq(m.n, 1, "%s", bad[i]);
-		cr_assert(strstr(m.last, "using the default"), "%s", m.last);
-		cr_assert(same(&c, &d) && strcmp(c.stats_dir, d.stats_dir) == 0 &&
-		    strcmp(c.stats_file, d.stats_file) == 0, "%s", bad[i]);
-	}
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 	char longpath[400];
 	memset(longpath, 'a', sizeof longpath);
 	memcpy(longpath, "stats_dir:", 10);
@@ -195,14 +194,7 @@ Test(conf, lifetime_keys) {
 	    "lifetime_sample:1k", "lifetime_sample:2g", "lifetime_sample:x",
 	    "lifetime_ms:0", "lifetime_ms:-5", "lifetime_ms:3600001",
 	    "lifetime_ms:1s", "lifetime_record:", "lifetime_profile:"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		hp_conf_t d;
-		hp_conf_defaults(&d);
-		c = parse(bad[i], &m);
-		cr_assert_eq(m.n, 1, "%s", bad[i]);
-		cr_assert(strstr(m.last, "using the default"), "%s", m.last);
-		cr_assert(same(&c, &d), "%s", bad[i]);
-	}
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
 Test(conf, last_value_wins) {
