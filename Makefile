@@ -52,8 +52,8 @@ $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 	$(CC) -shared -o $@ $(OBJS) $(BUILD)/libjemalloc_hp.a \
 		-Wl,--version-script=src/exports.map \
-		-Wl,-z,now -Wl,-z,relro -Wl,-soname,libhugepreload.so \
-		-lunwind -lpthread -ldl -lm
+		-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so \
+		-lunwind -lpthread -ldl
 
 # The command: the wrapper and the stats reader.
 $(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
@@ -99,9 +99,9 @@ $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@
 
 UNIT_OBJS := $(BUILD)/obj/conf.o $(BUILD)/obj/region.o $(BUILD)/obj/backing.o \
-	$(BUILD)/obj/log.o
+	$(BUILD)/obj/log.o $(BUILD)/obj/jemath.o
 $(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
-	$(CC) $(TCFLAGS) -o $@ test/unit/*.c $(UNIT_OBJS) -lcriterion -lpthread
+	$(CC) $(TCFLAGS) -o $@ test/unit/*.c $(UNIT_OBJS) -lcriterion -lpthread -lm
 
 # Links the library first, so this process's malloc is hugepreload's.
 # (It asks for impossible sizes and reads memory back on purpose.)

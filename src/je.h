@@ -26,6 +26,10 @@ HP_JE_API void hp_je_dallocx(void *, int);
 HP_JE_API int hp_je_mallctl(const char *, void *, size_t *, void *, size_t);
 HP_JE_API void hp_je_malloc_stats_print(void (*)(void *, const char *),
     void *, const char *);
+/* Its calls of exp, log and round, served by src/jemath.c (no libm). */
+HP_JE_API double hp_je_exp(double);
+HP_JE_API double hp_je_log(double);
+HP_JE_API double hp_je_round(double);
 /* Read by jemalloc at start-up after MALLOC_CONF, so it has the last word. */
 extern HP_JE_API const char *hp_je_malloc_conf_2_conf_harder;
 

@@ -28,9 +28,10 @@
 #include "je.h"
 
 #define HP_ZONE_SIZE   ((size_t)64 << 30)   /* address space, not memory */
+#define HP_ZONE_MIN    ((size_t)256 << 20)  /* halved down to this */
 #define HP_SAMPLE_SLOTS 65536               /* live sampled objects, max */
-#define HP_SAMPLE_FIRST 4096                /* slots at first: doubled when
-                                               3/4 full */
+#define HP_SAMPLE_FIRST 256                 /* slots at least: doubled when
+                                               3/4 full, halved when 1/8 */
 #define HP_BT_MAX      (HP_SITE_DEPTH + 8)
 #define HP_AGE_STEP    64                   /* records aged per sampled call */
 #define HP_SAMPLE_OFF  (INT64_MAX / 2)      /* a count that never runs out */
@@ -128,26 +129,31 @@ static extent_hooks_t zone_hooks = {
 };
 
 static bool zone_init(long decay_ms) {
-	uintptr_t base = (uintptr_t)hp_map_aligned(HP_ZONE_SIZE, HP_HUGE,
-	    PROT_NONE, MAP_NORESERVE);
+	/* Halved until granted: under valgrind, or a tight ulimit -v. */
+	size_t size = HP_ZONE_SIZE;
+	uintptr_t base = 0;
+	for (; size >= HP_ZONE_MIN && base == 0; size >>= 1)
+		base = (uintptr_t)hp_map_aligned(size, HP_HUGE, PROT_NONE,
+		    MAP_NORESERVE);
 	if (base == 0)
 		return false;
-	madvise((void *)base, HP_ZONE_SIZE, MADV_NOHUGEPAGE);
+	size <<= 1;                  /* undo the loop's last halving */
+	madvise((void *)base, size, MADV_NOHUGEPAGE);
 	zone_bump = zone_mapped = base;
-	zone_end = base + HP_ZONE_SIZE;
+	zone_end = base + size;
 	hp_zone_base = base;
 	unsigned ind;
 	size_t sz = sizeof ind;
 	extent_hooks_t *hooks = &zone_hooks;
 	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks)) {
 		hp_zone_base = 0;
-		munmap((void *)base, HP_ZONE_SIZE);
+		munmap((void *)base, size);
 		return false;
 	}
 	hp_arena_decay(ind, decay_ms);
 	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	/* Published last: free() tests pointers against it. */
-	__atomic_store_n(&hp_zone_size, HP_ZONE_SIZE, __ATOMIC_RELEASE);
+	__atomic_store_n(&hp_zone_size, size, __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -164,27 +170,27 @@ static void insert(const sample_t *s) {
 	samples[i] = *s;
 }
 
-/* Twice the slots, in a new mapping: the table's memory follows the
- * number of live samples, not the most it could hold. Lock held. */
-static bool grow(void) {
+/* n slots, in a new mapping: the table's memory follows the number of
+ * live samples, not the most it ever held. Lock held. */
+static bool resize(size_t n) {
 	sample_t *old = samples, *t;
-	size_t n = nslots;
-	if (n >= HP_SAMPLE_SLOTS || (t = hp_lifetime_map(2 * n * sizeof *t)) ==
-	    NULL)
+	size_t o = nslots;
+	if ((t = hp_lifetime_map(n * sizeof *t)) == NULL)
 		return false;
 	samples = t;
-	nslots = 2 * n;
+	nslots = n;
 	age_cursor = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < o; i++)
 		if (old[i].ptr != 0)
 			insert(&old[i]);
-	munmap(old, n * sizeof *old);
+	munmap(old, o * sizeof *old);
 	return true;
 }
 
 /* Lock held. */
 static bool record(uintptr_t p, int site, uint64_t t) {
-	if (nsamples >= nslots * 3 / 4 && !grow())
+	if (nsamples >= nslots * 3 / 4 && (nslots >= HP_SAMPLE_SLOTS ||
+	    !resize(2 * nslots)))
 		return false;
 	insert(&(sample_t){p, t, site, false});
 	nsamples++;
@@ -227,21 +233,29 @@ static void age(uint64_t t) {
 }
 
 /* The frames of the caller of malloc: from the frame that returns to ret
- * (the sampler's own frames come first). */
+ * (the sampler's own frames come first). unw_step, not unw_backtrace:
+ * unw_backtrace keeps a 256 KiB frame cache per thread for good, so every
+ * thread that samples would hold one; stepping costs about 0.5
+ * instructions more per malloc+free (make bench-callgrind) and no memory
+ * per thread. Called under sample_lock. */
 static unsigned caller_frames(uintptr_t ret, uintptr_t *out) {
-	void *ip[HP_BT_MAX];
-	int n = unw_backtrace(ip, HP_BT_MAX);
-	int i = 0;
-	while (i < n && (uintptr_t)ip[i] != ret)
-		i++;
-	if (i == n) {                /* not found: start at ret alone */
-		out[0] = ret;
-		return 1;
-	}
+	unw_context_t uc;
+	unw_cursor_t cur;
 	unsigned m = 0;
-	for (; i < n && m < HP_SITE_DEPTH; i++)
-		out[m++] = (uintptr_t)ip[i];
-	return m;
+	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0)
+		goto alone;
+	for (int depth = 0; depth < HP_BT_MAX && m < HP_SITE_DEPTH; depth++) {
+		unw_word_t ip;
+		if (unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_IP, &ip))
+			break;
+		if (m > 0 || (uintptr_t)ip == ret)
+			out[m++] = (uintptr_t)ip;
+	}
+	if (m > 0)
+		return m;
+alone:                               /* ret not found: it alone */
+	out[0] = ret;
+	return 1;
 }
 
 static void *sample(size_t size, uintptr_t ret, bool zero) {
@@ -355,6 +369,8 @@ static void end_sample(uintptr_t p) {
 		else
 			hp_site_outcome(s.site, life >= lifetime_ns, life);
 		unrecord(i);
+		if (nslots > HP_SAMPLE_FIRST && nsamples < nslots / 8)
+			resize(nslots / 2);  /* on failure, the old one serves */
 	}
 	age(t);
 	hp_site_unlock();

@@ -185,6 +185,47 @@ Test(lifetime, new_threads_are_not_sampled_at_once) {
 	hp_run_free(&r);
 }
 
+/* build/reallocs 20000 under ulimit -v KB. */
+static hp_run_t reallocs_within(long kb, const char *conf) {
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "ulimit -v %ld; exec %s 20000", kb,
+	    hp_path("reallocs"));
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	return run_conf_any(conf, argv);
+}
+
+/* Sampling holds no memory per thread: 32 threads that each sample some
+ * 30 times (2 MiB of 256 B objects, one sample per 64 KiB) add little to
+ * what lifetime:off holds. With libunwind's unw_backtrace each kept a
+ * 256 KiB frame cache, 8 MiB in all. */
+Test(lifetime, sampling_threads_hold_no_frame_cache) {
+	const char *argv[] = {hp_path("lifetime"), "samplers", "32", NULL};
+	hp_run_t off = run_conf("lifetime:off", argv);
+	hp_run_t on = run_conf("lifetime:learn,lifetime_sample:64k,"
+	    "lifetime_ms:3600000,stats_print:true", argv);
+	cr_assert_eq(hp_kv(&off, "data_ok"), 1);
+	cr_assert_eq(hp_kv(&on, "data_ok"), 1);
+	double samples = counter(&on, "lifetime_samples ");
+	long extra = (long)(hp_kv(&on, "rss_kb") - hp_kv(&off, "rss_kb"));
+	cr_log_info("samples=%.0f rss_off_kb=%.0f rss_learn_kb=%.0f extra_kb=%ld",
+	    samples, hp_kv(&off, "rss_kb"), hp_kv(&on, "rss_kb"), extra);
+	cr_assert_geq(samples, 32 * 16, "%s", on.err);
+	cr_assert_lt(extra, 3 * 1024, "learn holds %ld kB more than off", extra);
+	hp_run_free(&off);
+	hp_run_free(&on);
+}
+
+/* The sample zone's address space is halved until granted (valgrind, a
+ * tight ulimit -v): 16 GiB in all still leaves room to learn. */
+Test(lifetime, sample_zone_fits_a_small_address_space) {
+	hp_run_t r = reallocs_within(16000000, "lifetime:learn,"
+	    "lifetime_sample:4k,stats_print:true");
+	cr_assert_eq(hp_kv(&r, "bad"), 0);
+	cr_assert_geq(counter(&r, "lifetime_samples "), 1000, "%s", r.err);
+	cr_assert_null(strstr(r.err, "hugepreload: "), "%s", r.err);
+	hp_run_free(&r);
+}
+
 /* realloc of sampled objects keeps their bytes; calloc zeroes, also in
  * the sample zone; with nearly every allocation sampled. */
 Test(lifetime, realloc_and_calloc_while_sampling) {
@@ -199,11 +240,7 @@ Test(lifetime, realloc_and_calloc_while_sampling) {
 /* No address space for the huge class (ulimit -v): one line, and the
  * program runs on with lifetime:learn asked for. */
 Test(lifetime, learn_without_the_huge_class_runs_on) {
-	char cmd[512];
-	snprintf(cmd, sizeof cmd, "ulimit -v 700000; exec %s 20000",
-	    hp_path("reallocs"));
-	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	hp_run_t r = run_conf_any("lifetime:learn", argv);
+	hp_run_t r = reallocs_within(700000, "lifetime:learn");
 	cr_assert_eq(hp_kv(&r, "bad"), 0);
 	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
 	cr_assert(strstr(r.err, "could not reserve"), "%s", r.err);

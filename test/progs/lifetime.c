@@ -5,7 +5,9 @@
  * usage: lifetime index NODES       the index built from this program
  *        lifetime dl NODES LIB      the same, from a dlopen()ed library
  *        lifetime flip NODES        one site long-lived, then churny
- *        lifetime spawn THREADS     threads that allocate once each */
+ *        lifetime spawn THREADS     threads that allocate once each
+ *        lifetime samplers THREADS  threads that each keep 2 MiB of 256 B
+ *                                   objects; RSS while all are alive */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -106,12 +108,56 @@ static int spawn(long n) {
 	return 0;
 }
 
+static pthread_barrier_t kept, measured;
+
+/* 2 MiB of 256 B objects, kept until the main thread has measured. */
+static void *keeper(void *arg) {
+	enum { N = 8192 };
+	char **p = malloc(N * sizeof *p);
+	int ok = p != NULL;
+	for (int i = 0; ok && i < N; i++) {
+		ok = (p[i] = malloc(256)) != NULL;
+		if (ok)
+			memset(p[i], i & 0xff, 256);
+	}
+	pthread_barrier_wait(&kept);
+	pthread_barrier_wait(&measured);
+	for (int i = 0; ok && i < N; i++) {
+		ok &= (unsigned char)p[i][255] == (i & 0xff);
+		free(p[i]);
+	}
+	free(p);
+	*(int *)arg = ok;
+	return NULL;
+}
+
+static int samplers(long n) {
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	int *ok = calloc((size_t)n, sizeof *ok), all = 1;
+	pthread_barrier_init(&kept, NULL, (unsigned)n + 1);
+	pthread_barrier_init(&measured, NULL, (unsigned)n + 1);
+	for (long i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, keeper, &ok[i]) != 0)
+			return 4;
+	pthread_barrier_wait(&kept);
+	printf("rss_kb=%ld\n", probe_rss_kb());
+	pthread_barrier_wait(&measured);
+	for (long i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		all &= ok[i];
+	}
+	printf("data_ok=%d\n", all);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
 	long n = atol(argv[2]);
 	if (strcmp(argv[1], "spawn") == 0)
 		return spawn(n);
+	if (strcmp(argv[1], "samplers") == 0)
+		return samplers(n);
 	node_fn = index_node;
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
