@@ -45,7 +45,11 @@ CONFIGS = {
     "tcmalloc": ({"LD_PRELOAD": LIB + "libtcmalloc_minimal.so.4"}, False,
                  "gperftools tcmalloc"),
     "hugepreload": ({"LD_PRELOAD": os.path.join(BUILD, "libhugepreload.so")},
-                    False, "hugepreload default"),
+                    False, "hugepreload default (lifetime:learn)"),
+    "hugepreload-off": ({"LD_PRELOAD": os.path.join(BUILD,
+                                                    "libhugepreload.so"),
+                         "HUGEPRELOAD_CONF": "lifetime:off"},
+                        False, "hugepreload, lifetime:off (size alone)"),
     "hugepreload-hugetlb": ({"LD_PRELOAD": os.path.join(BUILD,
                                                         "libhugepreload.so")},
                             True, "hugepreload with a hugetlbfs pool"),
@@ -66,7 +70,7 @@ CONFIGS = {
 
 # Configurations run only when asked for (--configs): not in the default
 # set until their issue's targets are measured.
-OPTIONAL = {"hugepreload-learn", "hugepreload-replay"}
+OPTIONAL = {"hugepreload-off", "hugepreload-learn", "hugepreload-replay"}
 OUTDIR = None
 
 # Workloads whose figure is memory, not time: the configurations of a run

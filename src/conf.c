@@ -44,7 +44,7 @@ void hp_conf_defaults(hp_conf_t *c) {
 	strcpy(c->stats_dir, "/dev/shm");
 	c->strand_limit = HP_STRAND_DEFAULT_PCT;
 	c->strand_pct = true;
-	c->lifetime = HP_LIFETIME_OFF;
+	c->lifetime = HP_LIFETIME_LEARN;
 	c->lifetime_sample = HP_LSAMPLE_DEFAULT;
 	c->lifetime_ms = HP_LMS_DEFAULT;
 	c->lifetime_record[0] = '\0';
@@ -218,7 +218,7 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 		if (m >= 0)
 			c->lifetime = m;
 		else
-			BAD("off (off|learn|replay)");
+			BAD("learn (off|learn|replay)");
 	} else if (is(k, klen, "lifetime_sample")) {
 		if (!size_in(v, vlen, HP_LSAMPLE_MIN, HP_LSAMPLE_MAX,
 		    &c->lifetime_sample))
@@ -297,7 +297,7 @@ const char *const hp_conf_help[][4] = {
     {"strand_limit", "bytes, or 0%..100%", "25%", "stranded bytes allowed "
      "(free, resident, in huge pages with live data) before the emptiest "
      "huge pages are split; a share of the huge class's resident bytes"},
-    {"lifetime", "off|learn|replay", "off", "learn which allocation sites "
+    {"lifetime", "off|learn|replay", "learn", "learn which allocation sites "
      "are long-lived from sampled call stacks and send their allocations to "
      "the huge class whatever their size; replay takes the decisions of "
      "lifetime_profile only"},

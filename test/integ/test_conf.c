@@ -9,7 +9,7 @@
 
 /* The policy string: threshold, backing, then the rest at defaults. */
 /* The lifetime keys' defaults, at the end of every policy line. */
-#define LT ",lifetime:off,lifetime_sample:524288,lifetime_ms:250"
+#define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250"
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
 	",strand_limit:25%" LT
@@ -178,11 +178,11 @@ Test(conf, stats_keys_in_a_run) {
 
 Test(conf, lifetime_values) {
 	const char *good[][2] = {
-	    {"lifetime:learn", ",lifetime:learn,lifetime_sample:524288,"
-	     "lifetime_ms:250"},
+	    {"lifetime:learn", LT},
 	    {"lifetime:replay,lifetime_sample:64k,lifetime_ms:200",
 	     ",lifetime:replay,lifetime_sample:65536,lifetime_ms:200"},
-	    {"lifetime:off,lifetime_record:/tmp/x.%p", LT}};
+	    {"lifetime:off,lifetime_record:/tmp/x.%p", ",lifetime:off,"
+	     "lifetime_sample:524288,lifetime_ms:250"}};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
 		char want[300];
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
@@ -192,7 +192,7 @@ Test(conf, lifetime_values) {
 		hp_run_t r = run_conf(good[i][0], "1", i == 1 ? 1 : 0, want);
 		hp_run_free(&r);
 	}
-	const char *bad[][2] = {{"lifetime:yes", "default off"},
+	const char *bad[][2] = {{"lifetime:yes", "default learn"},
 	    {"lifetime_sample:100", "default 512k"},
 	    {"lifetime_sample:5g", "default 512k"},
 	    {"lifetime_ms:0", "default 250"}, {"lifetime_ms:soon", "default 250"},

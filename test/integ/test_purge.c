@@ -82,7 +82,9 @@ Test(purge, decay_ms_zero_purges_on_free) {
  * here) go back with the slabs they described: only those of the slabs
  * still in use stay. jemalloc's own cache would keep all 16 MiB. */
 Test(purge, small_class_descriptors_go_back) {
-	const char *env[] = {"HUGEPRELOAD_CONF=decay_ms:1000", NULL};
+	/* lifetime:off: the survivors' site is long-lived, and learned it
+	 * would go to the huge class; this is the small class's test. */
+	const char *env[] = {"HUGEPRELOAD_CONF=decay_ms:1000,lifetime:off", NULL};
 	const char *argv[] = {hp_path("strand"), "small", "512", "5", NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
 	cr_assert_eq(r.code, 0, "%s", r.err);

@@ -171,7 +171,7 @@ Test(conf, stats_and_strand_keys) {
 Test(conf, lifetime_keys) {
 	msgs_t m;
 	hp_conf_t c = parse(NULL, &m);
-	cr_assert_eq(c.lifetime, HP_LIFETIME_OFF);
+	cr_assert_eq(c.lifetime, HP_LIFETIME_LEARN);
 	cr_assert_eq(c.lifetime_sample, (size_t)512 << 10);
 	cr_assert_eq(c.lifetime_ms, 250);
 	cr_assert_str_eq(c.lifetime_record, "");
