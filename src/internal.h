@@ -123,6 +123,8 @@ extern hp_lifetime_counts_t hp_lifetime_counts;   /* under the site lock */
 void *hp_lifetime_map(size_t size);
 bool hp_site_init(void);
 void hp_site_lock(void);
+void hp_sample_lock(void);       /* around dl_iterate_phdr: see sample.c */
+void hp_sample_unlock(void);
 void hp_site_unlock(void);
 void hp_site_atfork_child(void);
 /* The site of these frames, added if new: its index, or -1 (table full).

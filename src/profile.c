@@ -77,7 +77,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
 	return 0;
 }
 
-/* Refreshes the module list. Site lock held (it guards mods too). */
+/* Refreshes the module list: dl_iterate_phdr, so under sample_lock (which
+ * guards mods), never under the site lock. */
 static void scan_modules(void) {
 	nmods = 0;
 	if (mods == NULL && (mods = hp_lifetime_map(HP_MODULES *
@@ -172,8 +173,9 @@ bool hp_profile_write(const char *where) {
 	    "first is the caller of malloc)\n";
 	bool ok = write_all(fd, head, strlen(head));
 	unsigned n = 0;
-	hp_site_lock();
+	hp_sample_lock();
 	scan_modules();
+	hp_site_lock();
 	for (size_t i = 0; i < HP_SITES && ok; i++) {
 		const hp_site_t *s = &hp_sites[i];
 		size_t len;
@@ -184,6 +186,7 @@ bool hp_profile_write(const char *where) {
 		n++;
 	}
 	hp_site_unlock();
+	hp_sample_unlock();
 	size_t len = 0;
 	put(line, &len, cap, "end %u\n", n);
 	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
@@ -359,8 +362,8 @@ bool hp_profile_load(const char *path) {
 void hp_profile_resolve(void) {
 	if (napplied == nentries || hp_sites == NULL)
 		return;
-	hp_site_lock();
 	scan_modules();
+	hp_site_lock();
 	for (unsigned i = 0; i < nentries; i++) {
 		entry_t *e = &entries[i];
 		if (e->applied)

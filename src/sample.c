@@ -51,9 +51,12 @@ static sample_t *samples;       /* nslots, a power of two */
 static size_t nslots, nsamples, age_cursor;
 static uintptr_t zone_bump, zone_mapped, zone_end;
 static pthread_mutex_t zone_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Held around unwinding and module checks (both in dl_iterate_phdr), and
- * around nothing that calls jemalloc: fork takes it, so no child inherits
- * the loader's lock held, whatever the order of the fork handlers. */
+/* The only lock of ours held around dl_iterate_phdr (unwinding, module
+ * checks, profile.c's module list), and around nothing that calls
+ * jemalloc: fork takes it, so no child inherits the loader's lock held,
+ * whatever the order of the fork handlers. An allocation only tries it:
+ * a thread in its own dl_iterate_phdr callback holds the loader's lock,
+ * and must not wait here for a thread that waits for that lock. */
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
 static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
 static bool learning;
@@ -235,9 +238,9 @@ static void age(uint64_t t) {
 /* The frames of the caller of malloc: from the frame that returns to ret
  * (the sampler's own frames come first). unw_step, not unw_backtrace:
  * unw_backtrace keeps a 256 KiB frame cache per thread for good, so every
- * thread that samples would hold one; stepping costs about 0.5
- * instructions more per malloc+free (make bench-callgrind) and no memory
- * per thread. Called under sample_lock. */
+ * thread that samples would hold one; stepping costs 0.43
+ * instructions more per malloc+free (make bench-callgrind: 89.58 against
+ * 89.15) and no memory per thread. Called under sample_lock. */
 static unsigned caller_frames(uintptr_t ret, uintptr_t *out) {
 	unw_context_t uc;
 	unw_cursor_t cur;
@@ -258,11 +261,9 @@ alone:                               /* ret not found: it alone */
 	return 1;
 }
 
-static void *sample(size_t size, uintptr_t ret, bool zero) {
-	uintptr_t frames[HP_SITE_DEPTH];
-	pthread_mutex_lock(&sample_lock);
-	unsigned n = caller_frames(ret, frames);
-	pthread_mutex_unlock(&sample_lock);
+/* frames: the site, unwound under sample_lock. */
+static void *sample(size_t size, const uintptr_t *frames, unsigned n,
+    bool zero) {
 	void *p = hp_je_mallocx(size ? size : 1, zone_flags |
 	    (zero ? MALLOCX_ZERO : 0));
 	if (p == NULL)
@@ -314,8 +315,8 @@ static void check_new_modules(void) {
 static HP_TLS int64_t budget;   /* lookup mode: bytes to the next sample */
 static HP_TLS bool lookup;
 /* A thread's count starts at 0, so its first allocation comes here: that
- * one only draws the first interval. Sampling it would unwind (and give
- * libunwind's per-thread cache, 256 KiB) every thread that allocates. */
+ * one only draws the first interval. Sampling it would unwind every thread
+ * that allocates, even once. */
 static HP_TLS bool armed;
 
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
@@ -327,13 +328,18 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 		budget = next_interval();
 		bool first = !armed;
 		armed = true;
-		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy && !first) {
+		/* sample_lock busy: this interval goes unsampled (see the
+		 * lock). */
+		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy && !first &&
+		    pthread_mutex_trylock(&sample_lock) == 0) {
 			busy = true;
-			pthread_mutex_lock(&sample_lock);
 			check_new_modules();
+			uintptr_t frames[HP_SITE_DEPTH];
+			bool go = learning && hp_zone_size != 0;
+			unsigned n = go ? caller_frames(ret, frames) : 0;
 			pthread_mutex_unlock(&sample_lock);
-			if (learning && hp_zone_size != 0)
-				p = sample(size, ret, zero);
+			if (go)
+				p = sample(size, frames, n, zero);
 			busy = false;
 		}
 	}
@@ -385,6 +391,15 @@ void hp_lifetime_free(void *p) {
  * after jemalloc's own fork handlers. zone_lock is only taken inside
  * jemalloc's extent calls, which its prefork has drained; the child just
  * resets it. */
+/* For profile.c: its module list is read under sample_lock. */
+void hp_sample_lock(void) {
+	pthread_mutex_lock(&sample_lock);
+}
+
+void hp_sample_unlock(void) {
+	pthread_mutex_unlock(&sample_lock);
+}
+
 static void lt_prefork(void) {
 	pthread_mutex_lock(&sample_lock);
 	hp_site_lock();
@@ -414,8 +429,10 @@ bool hp_lifetime_init(const hp_conf_t *c) {
 	mean_interval = (int64_t)c->lifetime_sample;
 	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
 	learning = c->lifetime == HP_LIFETIME_LEARN;
+	pthread_mutex_lock(&sample_lock);    /* the profile's module list */
 	bool loaded = c->lifetime_profile[0] != '\0' &&
 	    hp_profile_load(c->lifetime_profile);
+	pthread_mutex_unlock(&sample_lock);
 	if (c->lifetime == HP_LIFETIME_REPLAY && !loaded) {
 		/* A bad profile has said so already, in one line. */
 		if (c->lifetime_profile[0] == '\0')
