@@ -248,6 +248,21 @@ void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
 	return p;
 }
 
+/* A PROT_NONE reservation of want bytes, align-aligned, halved until the
+ * kernel grants it (ulimit -v, valgrind), down to min. Its size in *got;
+ * NULL if not even min was granted. */
+void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+    size_t *got) {
+	for (size_t size = want; size >= min; size >>= 1) {
+		void *p = hp_map_aligned(size, align, PROT_NONE, flags);
+		if (p != NULL) {
+			*got = size;
+			return p;
+		}
+	}
+	return NULL;
+}
+
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
  * NULL. For fork: see region.c. */
 void *hp_backing_copy(uintptr_t addr, size_t len) {

@@ -73,6 +73,8 @@ void *hp_backing_copy(uintptr_t addr, size_t len);
 /* len bytes of new anonymous memory at an align-aligned address (a power
  * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
 void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
+void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+    size_t *got);
 bool hp_backing_thp_usable(void);
 
 /* Fallbacks by cause, counted where they happen (backing.c, huge.c):

@@ -27,30 +27,26 @@ static uintptr_t align_up(uintptr_t x, size_t a) {
 }
 
 bool hp_region_init(size_t want) {
-	for (size_t size = want; size >= HP_RESERVE_MIN; size >>= 1) {
-		/* PROT_NONE is not charged to the commit limit; mprotect()
-		 * charges each part as it is made accessible. */
-		size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE;
-		uintptr_t base = (uintptr_t)hp_map_aligned(size, align, PROT_NONE,
-		    0);
-		if (base == 0)
-			continue;
-
-		size_t meta = align_up((size >> HP_HUGE_SHIFT) *
-		    sizeof(hp_hpage_t), HP_PAGE);
-		void *pages = mmap(NULL, meta, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (pages == MAP_FAILED) {
-			munmap((void *)base, size);
-			return false;
-		}
-		hp_region.pages = pages;
-		hp_region.bump = hp_region.carved_end = base;
-		hp_region.base = base;
-		hp_region.size = size;
-		return true;
+	/* PROT_NONE is not charged to the commit limit; mprotect() charges
+	 * each part as it is made accessible. */
+	size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE, size;
+	uintptr_t base = (uintptr_t)hp_reserve(want, HP_RESERVE_MIN, align, 0,
+	    &size);
+	if (base == 0)
+		return false;
+	size_t meta = align_up((size >> HP_HUGE_SHIFT) * sizeof(hp_hpage_t),
+	    HP_PAGE);
+	void *pages = mmap(NULL, meta, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (pages == MAP_FAILED) {
+		munmap((void *)base, size);
+		return false;
 	}
-	return false;
+	hp_region.pages = pages;
+	hp_region.bump = hp_region.carved_end = base;
+	hp_region.base = base;
+	hp_region.size = size;
+	return true;
 }
 
 /* Masks of subpages [first, first + n) in each 64-bit word. */

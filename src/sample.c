@@ -132,15 +132,11 @@ static extent_hooks_t zone_hooks = {
 };
 
 static bool zone_init(long decay_ms) {
-	/* Halved until granted: under valgrind, or a tight ulimit -v. */
-	size_t size = HP_ZONE_SIZE;
-	uintptr_t base = 0;
-	for (; size >= HP_ZONE_MIN && base == 0; size >>= 1)
-		base = (uintptr_t)hp_map_aligned(size, HP_HUGE, PROT_NONE,
-		    MAP_NORESERVE);
+	size_t size;
+	uintptr_t base = (uintptr_t)hp_reserve(HP_ZONE_SIZE, HP_ZONE_MIN,
+	    HP_HUGE, MAP_NORESERVE, &size);
 	if (base == 0)
 		return false;
-	size <<= 1;                  /* undo the loop's last halving */
 	madvise((void *)base, size, MADV_NOHUGEPAGE);
 	zone_bump = zone_mapped = base;
 	zone_end = base + size;

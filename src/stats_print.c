@@ -55,7 +55,8 @@ static const field_t fields[] = {
     F("purges_refused", purges_refused, true, "Partial purges of a huge page "
       "not done, so as not to split it."),
     F("metadata_bytes", metadata_bytes, false, "jemalloc's own metadata for "
-      "the arena (extent descriptors, bins), on 4 KiB pages."),
+      "the arena (its radix tree, bins; extent descriptors are counted "
+      "apart), on 4 KiB pages."),
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
 
