@@ -68,7 +68,7 @@ ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
-	sleeper lifetime reallocs dliter
+	sleeper lifetime reallocs dliter sidefx aligned
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
@@ -99,6 +99,7 @@ $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@
 
 UNIT_OBJS := $(BUILD)/obj/conf.o $(BUILD)/obj/region.o $(BUILD)/obj/backing.o \
+	$(BUILD)/obj/os.o $(BUILD)/obj/lock.o \
 	$(BUILD)/obj/log.o $(BUILD)/obj/jemath.o
 $(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
 	$(CC) $(TCFLAGS) -o $@ test/unit/*.c $(UNIT_OBJS) -lcriterion -lpthread -lm

@@ -41,32 +41,13 @@ static bool rereserve(uintptr_t addr, size_t len) {
 	return p == (void *)addr;
 }
 
-/* Reads a small file into buf without stdio (no allocation). */
-static ssize_t read_small(const char *path, char *buf, size_t n) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t got = 0, r;
-	while ((size_t)got < n - 1 && (r = read(fd, buf + got, n - 1 -
-	    (size_t)got)) > 0)
-		got += r;
-	close(fd);
-	buf[got < 0 ? 0 : got] = '\0';
-	return got;
-}
-
-static long read_long(const char *path) {
-	char buf[32];
-	return read_small(path, buf, sizeof buf) > 0 ? strtol(buf, NULL, 10) : -1;
-}
-
 /* The bracketed choice of a sysfs knob such as "always [madvise] never". */
 static void sysfs_choice(const char *path, char *out, size_t n) {
 	char buf[128];
 	const char *lb, *rb;
 	strncpy(out, "absent", n - 1);
 	out[n - 1] = '\0';
-	if (read_small(path, buf, sizeof buf) <= 0 ||
+	if (hp_read_file(path, buf, sizeof buf) <= 0 ||
 	    (lb = strchr(buf, '[')) == NULL || (rb = strchr(lb, ']')) == NULL)
 		return;
 	size_t len = (size_t)(rb - lb - 1) < n - 1 ? (size_t)(rb - lb - 1) : n - 1;
@@ -84,9 +65,9 @@ long hp_backing_pool_avail(size_t page) {
 	strcat(path, kb);
 	size_t dir = strlen(path);
 	strcpy(path + dir, "/free_hugepages");
-	long free_pages = read_long(path);
+	long free_pages = hp_read_long(path);
 	strcpy(path + dir, "/resv_hugepages");
-	long resv = read_long(path);
+	long resv = hp_read_long(path);
 	return free_pages < 0 || resv < 0 ? 0 : free_pages - resv;
 }
 
@@ -99,7 +80,7 @@ void hp_backing_probe(hp_sys_t *s) {
 	strcpy(path, POOL_DIR);
 	strcat(path, hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
 	strcat(path, "/nr_hugepages");
-	s->pool_total = read_long(path);
+	s->pool_total = hp_read_long(path);
 	s->pool_avail = hp_backing_pool_avail(hp_conf.hugetlb_page);
 	pool_configured = s->pool_total > 0 ||
 	    hp_conf.backing == HP_BACKING_HUGETLB;
@@ -163,6 +144,26 @@ static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
 	return false;
 }
 
+/* Once: why the pool gave no pages, as the kernel's own knob says. No
+ * message names a pool that is not there: with none configured, only
+ * backing:hugetlb (which asked for one) is told so. */
+static void pool_dry(size_t page) {
+	const char *size = page == HP_GIB ? "1 GiB" : "2 MiB";
+	char path[96];
+	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
+	    page == HP_GIB ? "1048576kB" : "2048kB");
+	long total = hp_read_long(path);
+	const char *next = thp_usable ? "THP" : "4 KiB pages";
+	if (total > 0)
+		hp_warn_once(&warned_pool, "the %s hugetlb pool (%ld pages) has "
+		    "no free pages; new huge-class regions go to %s (said once)",
+		    size, total, next);
+	else if (hp_conf.backing == HP_BACKING_HUGETLB)
+		hp_warn_once(&warned_pool, "backing:hugetlb, but no %s hugetlb "
+		    "pool is reserved (%s is %ld); the huge class goes to %s "
+		    "(said once)", size, path, total < 0 ? 0 : total, next);
+}
+
 bool hp_backing_map_gib(uintptr_t addr) {
 	if (!wants_hugetlb() || hugetlb_broken)
 		return false;
@@ -170,9 +171,7 @@ bool hp_backing_map_gib(uintptr_t addr) {
 	    map_hugetlb(addr, HP_GIB, HP_GIB))
 		return true;
 	if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_1g)
-		hp_warn_once(&warned_pool, "the 1 GiB hugetlb pool has no free "
-		    "pages; new huge-class regions go to %s (said once)",
-		    thp_usable ? "THP" : "4 KiB pages");
+		pool_dry(HP_GIB);
 	return false;
 }
 
@@ -181,8 +180,8 @@ bool hp_backing_map_gib(uintptr_t addr) {
 void hp_backing_collapse(uintptr_t addr, size_t len) {
 	if (madvise((void *)addr, len, MADV_POPULATE_WRITE) != 0 ||
 	    madvise((void *)addr, len, MADV_COLLAPSE) != 0)
-		hp_warn_once(&warned_collapse, "MADV_COLLAPSE failed (errno %d); "
-		    "some pages may stay on 4 KiB", errno);
+		hp_warn_once(&warned_collapse, "MADV_COLLAPSE failed (%s); some "
+		    "pages may stay on 4 KiB", hp_strerror(errno));
 }
 
 size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
@@ -201,9 +200,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 			__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
 			    __ATOMIC_RELAXED);
 		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
-			hp_warn_once(&warned_pool, "the hugetlb pool has no free "
-			    "pages; new huge-class regions go to %s (said once)",
-			    thp_usable ? "THP" : "4 KiB pages");
+			pool_dry(HP_HUGE);
 	}
 	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
 		return 0;                /* counted by huge.c's fallback */
@@ -212,9 +209,9 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
 	if (madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
 	    MADV_NOHUGEPAGE) != 0)
-		hp_warn_once(&warned_madvise, "madvise(%s) failed (errno %d); "
-		    "the huge class stays on the kernel's default pages",
-		    huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE", errno);
+		hp_warn_once(&warned_madvise, "madvise(%s) failed (%s); the "
+		    "huge class stays on the kernel's default pages",
+		    huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE", hp_strerror(errno));
 	*type = huge ? HP_MAP_THP : HP_MAP_4K;
 	return len;
 }
@@ -232,35 +229,8 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 		ok = madvise((void *)addr, len, MADV_DONTNEED) == 0;
 	if (!ok)
 		hp_warn_once(&warned_zap, "could not give back free huge pages "
-		    "(errno %d); they stay resident", errno);
+		    "(%s); they stay resident", hp_strerror(errno));
 	return ok;
-}
-
-void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
-	char *raw = mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
-	    flags, -1, 0);
-	if (raw == MAP_FAILED)
-		return NULL;
-	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-	if (p != raw)
-		munmap(raw, (size_t)(p - raw));
-	munmap(p + len, align - (size_t)(p - raw));
-	return p;
-}
-
-/* A PROT_NONE reservation of want bytes, align-aligned, halved until the
- * kernel grants it (ulimit -v, valgrind), down to min. Its size in *got;
- * NULL if not even min was granted. */
-void *hp_reserve(size_t want, size_t min, size_t align, int flags,
-    size_t *got) {
-	for (size_t size = want; size >= min; size >>= 1) {
-		void *p = hp_map_aligned(size, align, PROT_NONE, flags);
-		if (p != NULL) {
-			*got = size;
-			return p;
-		}
-	}
-	return NULL;
 }
 
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or

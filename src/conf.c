@@ -41,7 +41,7 @@ void hp_conf_defaults(hp_conf_t *c) {
 	c->stats_print = false;
 	c->stats_format = HP_FMT_TEXT;
 	c->stats_file[0] = '\0';
-	strcpy(c->stats_dir, "/dev/shm");
+	c->stats_live = true;
 	c->strand_limit = HP_STRAND_DEFAULT_PCT;
 	c->strand_pct = true;
 	c->lifetime = HP_LIFETIME_LEARN;
@@ -196,9 +196,13 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 	} else if (is(k, klen, "stats_file")) {
 		if (!path(v, vlen, c->stats_file, sizeof c->stats_file))
 			BAD("stderr (a path)");
+	} else if (is(k, klen, "stats_live")) {
+		if (!boolean(v, vlen, &c->stats_live))
+			BAD("true (true|false)");
 	} else if (is(k, klen, "stats_dir")) {
-		if (!path(v, vlen, c->stats_dir, sizeof c->stats_dir))
-			BAD("/dev/shm (a directory, or off)");
+		report(rep, ctx, "stats_dir in HUGEPRELOAD_CONF is gone: live "
+		    "counters are in the process's memory (stats_live:false turns "
+		    "them off); ignored");
 	} else if (is(k, klen, "strand_limit")) {
 		size_t n;
 		if (vlen > 1 && v[vlen - 1] == '%' &&
@@ -245,8 +249,10 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 	}
 }
 
-void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
-    void *ctx) {
+/* Calls item() for each "key:value" of s, in order; malformed items
+ * (no colon, or an empty key) go to bad(). Empty items are skipped. */
+void hp_conf_each(const char *s, hp_conf_item_t item, void (*bad)(void *ctx,
+    const char *it, size_t len), void *ctx) {
 	if (s == NULL)
 		return;
 	while (*s != '\0') {
@@ -256,16 +262,40 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 		if (len == 0) {
 			/* empty item ("a:b,,c:d" or a trailing comma): skip */
 		} else if (colon == NULL || colon == s) {
-			report(rep, ctx, "malformed '%.*s' in HUGEPRELOAD_CONF "
-			    "(want key:value); ignored", (int)len, s);
+			if (bad != NULL)
+				bad(ctx, s, len);
 		} else {
-			set(c, s, (size_t)(colon - s), colon + 1,
-			    len - (size_t)(colon - s) - 1, rep, ctx);
+			item(ctx, s, (size_t)(colon - s), colon + 1,
+			    len - (size_t)(colon - s) - 1);
 		}
 		s += len;
 		if (*s == ',')
 			s++;
 	}
+}
+
+struct parse {
+	hp_conf_t *c;
+	hp_conf_report_t rep;
+	void *ctx;
+};
+
+static void parse_item(void *arg, const char *k, size_t klen, const char *v,
+    size_t vlen) {
+	struct parse *p = arg;
+	set(p->c, k, klen, v, vlen, p->rep, p->ctx);
+}
+
+static void parse_bad(void *arg, const char *it, size_t len) {
+	struct parse *p = arg;
+	report(p->rep, p->ctx, "malformed '%.*s' in HUGEPRELOAD_CONF (want "
+	    "key:value); ignored", (int)len, it);
+}
+
+void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
+    void *ctx) {
+	struct parse p = {c, rep, ctx};
+	hp_conf_each(s, parse_item, parse_bad, &p);
 }
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
@@ -315,8 +345,8 @@ const char *const hp_conf_help[][4] = {
     {"stats_format", "text|json|prometheus", "text",
      "format of the counters printed at exit"},
     {"stats_file", "a path", "stderr", "where the counters go at exit"},
-    {"stats_dir", "a directory, or off", "/dev/shm",
-     "where the live counters file hugepreload.<pid> is kept"},
+    {"stats_live", "true|false", "true", "keep the counters where "
+     "\"hugepreload stat PID\" reads them (a page of the process's memory)"},
     {"verbose", "true|false", "false",
      "one start-up line with the policy and the backing available"},
     {NULL, NULL, NULL, NULL}};

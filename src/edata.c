@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include "internal.h"
+#include "lock.h"
 
 #define DESC_SIZE  128      /* sizeof(edata_t), and its alignment: the
                                build checks both in jemalloc's code */
@@ -39,7 +40,7 @@ typedef struct {
 } page_t;
 #define CHUNK      (HP_PAGE / sizeof(page_t))  /* pages committed at once */
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t edata_lock = HP_LOCK_INIT(HP_RANK_EDATA);
 static char *data;           /* MAX_PAGES pages, PROT_NONE past committed */
 static page_t *info;         /* one per page, committed with it */
 static size_t committed;     /* pages */
@@ -141,7 +142,7 @@ static void discard(void) {
 }
 
 void *hp_edata_get(void *tsdn, void *cache) {
-	pthread_mutex_lock(&lock);
+	hp_lock(&edata_lock);
 	size_t i = first_avail();
 	if (i == MAX_PAGES && !failed && (backoff == 0 || --backoff == 0)) {
 		if (commit())
@@ -153,7 +154,7 @@ void *hp_edata_get(void *tsdn, void *cache) {
 	}
 	if (i == MAX_PAGES) {
 		hp_edata_counts.fallbacks++;
-		pthread_mutex_unlock(&lock);
+		hp_unlock(&edata_lock);
 		return hp_je_edata_cache_get(tsdn, cache);
 	}
 	page_t *pg = &info[i];
@@ -169,7 +170,7 @@ void *hp_edata_get(void *tsdn, void *cache) {
 	if (--pg->nfree == 0)
 		clear_avail(i);
 	hp_edata_counts.live++;
-	pthread_mutex_unlock(&lock);
+	hp_unlock(&edata_lock);
 	return d;
 }
 
@@ -180,7 +181,7 @@ void hp_edata_put(void *tsdn, void *cache, void *d) {
 		hp_je_edata_cache_put(tsdn, cache, d);
 		return;
 	}
-	pthread_mutex_lock(&lock);
+	hp_lock(&edata_lock);
 	page_t *pg = &info[i];
 	*(uint8_t *)d = pg->free;
 	pg->free = (uint8_t)(1 + ((uintptr_t)d & (HP_PAGE - 1)) / DESC_SIZE);
@@ -193,27 +194,27 @@ void hp_edata_put(void *tsdn, void *cache, void *d) {
 		if (nempty == BATCH)
 			discard();
 	}
-	pthread_mutex_unlock(&lock);
+	hp_unlock(&edata_lock);
 }
 
 /* Gives back the pages that went all free since the last batch (the
  * maintenance thread, malloc_trim). */
 void hp_edata_trim(void) {
-	pthread_mutex_lock(&lock);
+	hp_lock(&edata_lock);
 	discard();
-	pthread_mutex_unlock(&lock);
+	hp_unlock(&edata_lock);
 }
 
 /* Taken after jemalloc's own fork handlers, which hold every lock its
  * threads may hold on their way here (init.c). */
 void hp_edata_prefork(void) {
-	pthread_mutex_lock(&lock);
+	hp_lock(&edata_lock);
 }
 
 void hp_edata_postfork_parent(void) {
-	pthread_mutex_unlock(&lock);
+	hp_unlock(&edata_lock);
 }
 
 void hp_edata_postfork_child(void) {
-	pthread_mutex_init(&lock, NULL);
+	hp_lock_reinit(&edata_lock);
 }

@@ -5,9 +5,10 @@
  * goes through route.c.
  *
  * Lifetime learning (sample.c) adds to malloc and calloc a per-thread
- * byte countdown (it also sends a thread to look up promoted sites), and
- * to free and realloc a range test for sampled objects; all else stays in
- * its files.
+ * byte countdown (it also sends a thread to look up promoted sites). free
+ * and realloc test one range, the library's own reservation (the huge
+ * class and the sampled objects), whose objects must go back to where they
+ * came from; all else stays in its files.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -27,8 +28,8 @@ HP_EXPORT void *malloc(size_t size) {
 }
 
 HP_EXPORT void free(void *p) {
-	if (hp_unlikely(hp_zone_contains(p)))
-		hp_lifetime_free(p);
+	if (hp_unlikely(hp_owned(p)))
+		hp_free_owned(p);
 	else
 		hp_je_free(p);
 }
@@ -50,8 +51,7 @@ HP_EXPORT void *calloc(size_t n, size_t size) {
 
 HP_EXPORT void *realloc(void *p, size_t size) {
 	/* realloc(p, 0) frees p, as in glibc: jemalloc's zero_realloc:free. */
-	if (hp_likely(size < hp_threshold && !hp_region_contains(p) &&
-	    !hp_zone_contains(p)))
+	if (hp_likely(size < hp_threshold && !hp_owned(p)))
 		return hp_je_realloc(p, size);
 	return hp_realloc_slow(p, size);
 }
@@ -126,5 +126,8 @@ HP_EXPORT int malloc_trim(size_t pad) {
 	(void)pad;
 	if (!hp_init())
 		return 0;
-	return hp_purge_all();
+	int saved = errno;
+	int ret = hp_purge_all();
+	errno = saved;
+	return ret;
 }

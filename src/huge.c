@@ -1,5 +1,5 @@
 /*
- * The huge class: jemalloc arenas whose extent hooks hand out memory from
+ * The huge class: a jemalloc arena whose extent hooks hand out memory from
  * the 2 MiB-aligned reservation (region.c). jemalloc carves and reuses it;
  * the hooks decide what reaches the kernel:
  *  - dalloc is refused, so address space is retained and reused;
@@ -7,13 +7,21 @@
  *    2 MiB page to the kernel only once all of it is free;
  *  - purge_lazy and purge_forced are left out (NULL), so jemalloc never
  *    asks for a partial purge that would split a huge page.
+ * The arena's own metadata is not on these hooks (hp_arena_create), so
+ * every range they see is data. jemalloc only ever hands back ranges it
+ * was given; a range the region does not own (a jemalloc or a MALLOC_CONF
+ * this code was not written for) is refused and counted, never touched.
+ *
+ * Objects of the class go back to it: free() sends every pointer of the
+ * owned range here (hp_huge_free), so none reaches the thread caches of
+ * the small class.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include "internal.h"
+#include "lock.h"
 #include "je.h"
 
 #define HP_GROW_LIMIT ((size_t)64 << 20)
@@ -21,48 +29,17 @@
 static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static unsigned huge_ind = HP_NO_ARENA;
 static int warned_fallback;
-static bool decay_thread_on;   /* off again in a fork child */
+static bool threads_on;        /* off again in a fork child */
 static long decay_ms;
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
 
-/*
- * Free huge pages must go back while the program makes no malloc call, so
- * decay runs on jemalloc's background threads. They start with the first
- * huge-class allocation, not at load: a process that never uses the huge
- * class stays single-threaded (unshare(CLONE_NEWUSER) needs that). jemalloc
- * turns them off in a fork child; hp_huge_atfork_child re-arms the start.
- */
-static void start_decay_thread(void) {
-	bool on = true;
-	if (hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on))
-		hp_log("could not start the decay thread; free huge pages go "
-		    "back only on allocator calls and malloc_trim");
-	__atomic_store_n(&decay_thread_on, true, __ATOMIC_RELEASE);
-	hp_stats_start_thread();
-}
+/* ---- the extent hooks --------------------------------------------------- */
 
-unsigned hp_huge_arena(void) {
-	return __atomic_load_n(&huge_ind, __ATOMIC_ACQUIRE);
-}
-
-void hp_huge_atfork_child(void) {
-	decay_thread_on = false;
-	pthread_mutex_init(&start_lock, NULL);
-}
-
-/*
- * jemalloc maps the arena's own metadata (its "base": extent descriptors,
- * bins) through these hooks too, in blocks aligned to 2 MiB; with retain
- * on, every extent it grows is asked for with page alignment. Metadata is
- * small, hot and never freed: it goes to plain 4 KiB pages, not to the
- * reservation, where it would take a huge page (or a pool page) each.
- */
-static void *meta_map(size_t size, size_t align) {
-	void *p = hp_map_aligned(size, align, PROT_READ | PROT_WRITE,
-	    MAP_NORESERVE);
-	if (p != NULL)
-		madvise(p, size, MADV_NOHUGEPAGE);
-	return p;
+static bool foreign(const void *addr, size_t size) {
+	if (hp_likely(hp_region_owns(addr, size)))
+		return false;
+	__atomic_fetch_add(&hp_fallbacks.foreign, 1, __ATOMIC_RELAXED);
+	return true;
 }
 
 static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
@@ -70,12 +47,6 @@ static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	(void)h, (void)ind;
 	if (new_addr != NULL)        /* in-place growth: not offered */
 		return NULL;
-	if (align > HP_PAGE) {
-		void *m = meta_map(size, align);
-		if (m != NULL)
-			*zero = *commit = true;
-		return m;
-	}
 	void *p = hp_region_alloc(size, align, *commit);
 	if (p != NULL)
 		*zero = true;            /* fresh, or zeroed on reuse */
@@ -91,35 +62,37 @@ static bool h_dalloc(extent_hooks_t *h, void *addr, size_t size,
 static void h_destroy(extent_hooks_t *h, void *addr, size_t size,
     bool committed, unsigned ind) {
 	(void)h, (void)ind;
-	if (committed)
+	if (committed && !foreign(addr, size))
 		hp_region_release(addr, size);
 }
 
 static bool h_commit(extent_hooks_t *h, void *addr, size_t size,
     size_t off, size_t len, unsigned ind) {
 	(void)h, (void)size, (void)ind;
-	return !hp_region_reuse((char *)addr + off, len);   /* true: failed */
+	if (foreign((char *)addr + off, len))
+		return true;             /* failed */
+	return !hp_region_reuse((char *)addr + off, len);
 }
 
 static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,
     size_t off, size_t len, unsigned ind) {
 	(void)h, (void)size, (void)ind;
+	if (foreign((char *)addr + off, len))
+		return true;             /* failed: jemalloc keeps it committed */
 	hp_region_release((char *)addr + off, len);
 	return false;
 }
 
-bool hp_hook_split(extent_hooks_t *h, void *addr, size_t size,
+static bool h_split(extent_hooks_t *h, void *addr, size_t size,
     size_t size_a, size_t size_b, bool committed, unsigned ind) {
-	(void)h, (void)addr, (void)size, (void)size_a, (void)size_b;
-	(void)committed, (void)ind;
-	return false;
+	(void)h, (void)size_a, (void)size_b, (void)committed, (void)ind;
+	return foreign(addr, size);
 }
 
-bool hp_hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+static bool h_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
     void *addr_b, size_t size_b, bool committed, unsigned ind) {
-	(void)h, (void)addr_a, (void)size_a, (void)addr_b, (void)size_b;
-	(void)committed, (void)ind;
-	return false;
+	(void)h, (void)committed, (void)ind;
+	return foreign(addr_a, size_a) || foreign(addr_b, size_b);
 }
 
 static extent_hooks_t huge_hooks = {
@@ -130,9 +103,11 @@ static extent_hooks_t huge_hooks = {
 	.decommit = h_decommit,
 	.purge_lazy = NULL,
 	.purge_forced = NULL,
-	.split = hp_hook_split,
-	.merge = hp_hook_merge,
+	.split = h_split,
+	.merge = h_merge,
 };
+
+/* ---- arenas -------------------------------------------------------------- */
 
 static bool arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 	char name[64];
@@ -148,47 +123,108 @@ bool hp_arena_decay(unsigned ind, long dirty_ms) {
 	    arena_set_ssize(ind, "muzzy_decay_ms", -1);
 }
 
-bool hp_huge_init(const hp_conf_t *c) {
-	decay_ms = c->decay_ms;
-	return true;
-}
-
-/* The arena is created with the first huge-class allocation: jemalloc maps
- * its metadata through the arena's hooks, a 2 MiB block that would sit on a
- * huge page in every process, even one that never uses the huge class. */
-static bool create_arena(void) {
+/* An arena over hooks, its metadata on jemalloc's own 4 KiB pages (thp:never
+ * advises them so): jemalloc 5.3's experimental.arenas_create_ext, whose
+ * argument is this struct (its arena_config_t; scripts/embed-jemalloc
+ * checks the version). With the metadata on the hooks, every arena would
+ * hold a 2 MiB block of it, and the hooks could not tell it from data. */
+unsigned hp_arena_create(extent_hooks_t *hooks) {
+	struct {
+		extent_hooks_t *extent_hooks;
+		bool metadata_use_hooks;
+	} config = {hooks, false};
 	unsigned ind;
 	size_t sz = sizeof ind;
-	extent_hooks_t *hooks = &huge_hooks;
-	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks))
+	int err = hp_je_mallctl("experimental.arenas_create_ext", &ind, &sz,
+	    &config, sizeof config);
+	if (err != 0) {
+		hp_log("could not create an arena (%s)", hp_strerror(err));
+		return HP_NO_ARENA;
+	}
+	return ind;
+}
+
+/* Made with the first huge-class allocation, so that a process that never
+ * uses the huge class has nothing of it. */
+static bool create_arena(void) {
+	unsigned ind = hp_arena_create(&huge_hooks);
+	if (ind == HP_NO_ARENA)
 		return false;
 	/* Without eager purge, reused large blocks keep their huge pages. */
 	if (!hp_arena_decay(ind, decay_ms))
-		hp_log("could not set decay on the huge arena %u", ind);
+		hp_log("could not set decay on the huge arena %u; its free pages "
+		    "go back only on malloc_trim", ind);
 	/* jemalloc grows its retained address space geometrically; capping
 	 * the step keeps what the hooks map (and the kernel charges) close to
 	 * what is used, and lets the reservation fill up. Larger requests
-	 * still get an exact fit. */
+	 * still get an exact fit. (With MALLOC_CONF retain:false every
+	 * extent is an exact fit.) */
 	char name[64];
-	size_t limit = HP_GROW_LIMIT;
+	size_t limit = HP_GROW_LIMIT, sz = sizeof(bool);
+	bool retain = true;
 	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
-	if (hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
+	hp_je_mallctl("opt.retain", &retain, &sz, NULL, 0);
+	if (retain && hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
 		hp_log("could not limit the huge arena's growth step");
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	__atomic_store_n(&huge_ind, ind, __ATOMIC_RELEASE);
 	return true;
 }
 
+/*
+ * Free huge pages must go back while the program makes no malloc call:
+ * jemalloc's background threads purge on the decay curve, and the
+ * maintenance thread (stats.c) drives the huge arena's decay once a
+ * second. Both start with the first huge-class allocation, not at load: a
+ * process that never uses the huge class stays single-threaded
+ * (unshare(CLONE_NEWUSER) needs that). A MALLOC_CONF background_thread:
+ * false is kept (jeconf.c); the maintenance thread still purges the huge
+ * class then. jemalloc turns its threads off in a fork child;
+ * hp_huge_atfork_child re-arms the start.
+ */
+static void start_threads(void) {
+	bool on = true;
+	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
+	    "background_thread", NULL, NULL, &on, sizeof on);
+	if (err != 0)
+		hp_log("could not start jemalloc's background threads (%s); "
+		    "free memory goes back once a second and on malloc_trim",
+		    hp_strerror(err));
+	__atomic_store_n(&threads_on, true, __ATOMIC_RELEASE);
+	hp_stats_start_thread();
+}
+
+unsigned hp_huge_arena(void) {
+	return __atomic_load_n(&huge_ind, __ATOMIC_ACQUIRE);
+}
+
+void hp_huge_atfork_child(void) {
+	threads_on = false;
+	hp_lock_reinit(&start_lock);
+}
+
+bool hp_huge_init(const hp_conf_t *c) {
+	decay_ms = c->decay_ms;
+	return true;
+}
+
 /* Once per process (and again in a fork child, for the threads): the arena,
- * then the decay and stats threads. False if the arena cannot be made. */
+ * then the threads. False if the arena cannot be made. */
 static bool start_huge(void) {
-	pthread_mutex_lock(&start_lock);
+	hp_lock(&start_lock);
 	bool ok = huge_ind != HP_NO_ARENA || create_arena();
-	if (ok && !decay_thread_on)
-		start_decay_thread();
-	pthread_mutex_unlock(&start_lock);
+	if (ok && !threads_on)
+		start_threads();
+	hp_unlock(&start_lock);
 	return ok;
 }
+
+static bool started(void) {
+	return hp_likely(__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE)) ||
+	    start_huge();
+}
+
+/* ---- allocation ---------------------------------------------------------- */
 
 void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	if (size > PTRDIFF_MAX) {
@@ -197,10 +233,7 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	}
 	int shape = (zero ? MALLOCX_ZERO : 0) |
 	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
-	void *p = NULL;
-	if (hp_likely(__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)) ||
-	    start_huge())
-		p = hp_je_mallocx(size, huge_flags | shape);
+	void *p = started() ? hp_je_mallocx(size, huge_flags | shape) : NULL;
 	if (hp_likely(p != NULL))
 		return p;
 	/* The reservation is full or could not be mapped: the program
@@ -217,15 +250,16 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 
 /* Promoted small objects come from the huge arena through an explicit
  * tcache per thread, made on the thread's first such allocation and
- * destroyed with the thread. */
+ * destroyed with the thread; objects freed by that thread go back into
+ * it, and by other threads straight to the arena. */
 static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
 static void tcache_destroy(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg - 1;
-	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
 	tcache_id = 0;
+	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
 }
 
 static void tcache_key_init(void) {
@@ -233,8 +267,7 @@ static void tcache_key_init(void) {
 }
 
 void *hp_huge_small(size_t size, bool zero) {
-	if (hp_unlikely(!__atomic_load_n(&decay_thread_on, __ATOMIC_ACQUIRE)) &&
-	    !start_huge())
+	if (!started())
 		return NULL;
 	if (hp_unlikely(tcache_id == 0)) {
 		unsigned id;
@@ -254,6 +287,12 @@ void *hp_huge_small(size_t size, bool zero) {
 		    __ATOMIC_RELAXED);
 	}
 	return p;
+}
+
+void hp_huge_free(void *p) {
+	hp_assert(hp_region_contains(p));
+	hp_je_dallocx(p, tcache_id != 0 ? MALLOCX_TCACHE(tcache_id - 1) :
+	    MALLOCX_TCACHE_NONE);
 }
 
 void *hp_huge_realloc(void *p, size_t size) {

@@ -5,6 +5,7 @@
  * comes first; allocations made meanwhile by the same thread (jemalloc's
  * own start, pthread_create, dlsym) are served by jemalloc directly.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static void start(void) {
 	hp_conf_defaults(&hp_conf);
 	if (getauxval(AT_SECURE) == 0)
 		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);
-	hp_je_malloc_conf_2_conf_harder = hp_small_jemalloc_conf(&hp_conf);
+	hp_je_malloc_conf_2_conf_harder = hp_jeconf(&hp_conf);
 	/* Before jemalloc starts, so that its fork handlers run inside ours:
 	 * see region.c and edata.c. (glibc keeps the first 48 handlers
 	 * without malloc.) */
@@ -52,9 +53,13 @@ static void start(void) {
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
-	bool huge = hp_region_init(hp_conf.reserve) && hp_huge_init(&hp_conf);
+	uintptr_t zone;
+	size_t zone_size;
+	bool huge = hp_region_init(hp_conf.reserve, hp_conf.lifetime !=
+	    HP_LIFETIME_OFF, &zone, &zone_size) && hp_huge_init(&hp_conf);
+	int why = errno;
 	if (huge)
-		hp_lifetime_init(&hp_conf);
+		hp_lifetime_init(&hp_conf, zone, zone_size);
 	char chain[160];
 	hp_backing_describe(&sys, chain, sizeof chain);
 	/* One line: the policy when verbose, else only what went wrong. */
@@ -68,8 +73,8 @@ static void start(void) {
 		    "4k (no address space reserved)", sys.thp_enabled,
 		    sys.thp_defrag);
 	} else if (!huge) {
-		hp_log("could not reserve address space for the huge class; "
-		    "all memory stays on 4 KiB pages");
+		hp_log("could not reserve address space for the huge class (%s); "
+		    "all memory stays on 4 KiB pages", hp_strerror(why));
 	} else if (no_huge) {
 		hp_log("transparent huge pages are '%s' and no hugetlb pool is "
 		    "reserved; the huge class falls back to 4 KiB pages",
@@ -90,7 +95,9 @@ bool hp_init(void) {
 	if (__atomic_compare_exchange_n(&init_state, &expect, 1, false,
 	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		in_init = true;
+		int saved = errno;       /* the program sees none of start-up */
 		start();
+		errno = saved;
 		in_init = false;
 		__atomic_store_n(&init_state, 2, __ATOMIC_RELEASE);
 		return true;

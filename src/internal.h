@@ -3,6 +3,7 @@
 #define HP_INTERNAL_H
 
 #include <stdarg.h>
+#include <sys/types.h>
 #include "types.h"
 
 /* Nothing declared here leaves the library. */
@@ -12,6 +13,19 @@
 #define hp_unlikely(x)  __builtin_expect(!!(x), 0)
 #define HP_EXPORT       __attribute__((visibility("default")))
 #define HP_TLS          __thread __attribute__((tls_model("initial-exec")))
+
+/* Invariants. hp_assert is checked in debug builds (make check-debug,
+ * -DHP_DEBUG) and costs nothing otherwise; layouts are checked at compile
+ * time. */
+#ifdef HP_DEBUG
+#define hp_assert(c) (hp_likely(c) ? (void)0 : \
+    hp_assert_fail(#c, __FILE__, __LINE__, __func__))
+#else
+#define hp_assert(c) ((void)0)
+#endif
+#define HP_STATIC_ASSERT(c, why) _Static_assert(c, why)
+void hp_assert_fail(const char *expr, const char *file, int line,
+    const char *func) __attribute__((noreturn, cold));
 
 /* init.c: the policy in force and the start-up sequence. */
 extern hp_conf_t hp_conf;
@@ -24,6 +38,10 @@ bool hp_init(void);
 typedef void (*hp_conf_report_t)(void *ctx, const char *msg);
 void hp_conf_defaults(hp_conf_t *c);
 void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep, void *ctx);
+typedef void (*hp_conf_item_t)(void *ctx, const char *k, size_t klen,
+    const char *v, size_t vlen);
+void hp_conf_each(const char *s, hp_conf_item_t item, void (*bad)(void *ctx,
+    const char *it, size_t len), void *ctx);
 bool hp_parse_size(const char *s, size_t len, size_t *out);
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
 extern const char *const hp_conf_help[][4];   /* key, values, default, help */
@@ -32,10 +50,21 @@ extern const char *const hp_conf_help[][4];   /* key, values, default, help */
 void hp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hp_warn_once(int *flag, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The text of an error number, in English, without allocating. */
+const char *hp_strerror(int err);
 
-/* region.c: the huge-class reservation and its per-2 MiB page state. */
+/* region.c: the huge-class reservation and its per-2 MiB page state. The
+ * reservation also holds the sample zone (sample.c) after the region:
+ * together they are the owned range, which free() tests first. */
 extern hp_region_t hp_region;
-bool hp_region_init(size_t want);
+extern uintptr_t hp_owned_base;
+extern size_t hp_owned_size;
+static inline bool hp_owned(const void *p) {
+	return (uintptr_t)p - hp_owned_base < hp_owned_size;
+}
+bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
+    size_t *zone_size);
+bool hp_region_owns(const void *addr, size_t len);
 void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
 bool hp_region_reuse(void *addr, size_t len);
@@ -54,6 +83,22 @@ bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n);
 /* Marks them reused; sets bits in *zero for subpages that must be zeroed. */
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
 
+/* os.c: system calls on the library's own behalf. Descriptors are
+ * close-on-exec and at least 3 when these return. */
+int hp_fd_high(int fd);
+int hp_open(const char *path, int flags, int mode);
+/* Up to n - 1 bytes of a small file, NUL-terminated; -1 if unreadable. */
+ssize_t hp_read_file(const char *path, char *buf, size_t n);
+long hp_read_long(const char *path);     /* -1 if unreadable */
+/* len bytes of new anonymous memory at an align-aligned address (a power
+ * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
+void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
+/* A PROT_NONE reservation of want bytes, align-aligned, halved until the
+ * kernel grants it (ulimit -v, valgrind), down to min. Its size in *got;
+ * NULL if not even min was granted. */
+void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+    size_t *got);
+
 /* backing.c: how 2 MiB pages are mapped and given back. */
 typedef struct {
 	char thp_enabled[16];    /* always | madvise | never | absent */
@@ -70,11 +115,6 @@ bool hp_backing_map_gib(uintptr_t addr);
 void hp_backing_collapse(uintptr_t addr, size_t len);
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
 void *hp_backing_copy(uintptr_t addr, size_t len);
-/* len bytes of new anonymous memory at an align-aligned address (a power
- * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
-void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
-void *hp_reserve(size_t want, size_t min, size_t align, int flags,
-    size_t *got);
 bool hp_backing_thp_usable(void);
 
 /* Fallbacks by cause, counted where they happen (backing.c, huge.c):
@@ -82,12 +122,18 @@ bool hp_backing_thp_usable(void);
  * THP off, and requests the huge class could not map at all. */
 typedef struct {
 	uint64_t pool_empty, thp_off, mmap_failed;
+	uint64_t foreign;        /* hook calls with a range not ours: refused */
 } hp_fallbacks_t;
 extern hp_fallbacks_t hp_fallbacks;
 
 /* small.c: the small class, jemalloc's automatic arenas on 4 KiB pages. */
-const char *hp_small_jemalloc_conf(const hp_conf_t *c);
 int hp_purge_all(void);
+
+/* jeconf.c: jemalloc's options. The string jemalloc reads last (after the
+ * user's MALLOC_CONF), with one line for each user setting it overrides. */
+const char *hp_jeconf(const hp_conf_t *c);
+/* MALLOC_CONF said background_thread:false: jemalloc's threads stay off. */
+bool hp_jeconf_background_off(void);
 
 /* huge.c: the huge class, jemalloc arenas over the reservation. */
 bool hp_huge_init(const hp_conf_t *c);
@@ -100,14 +146,14 @@ unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
  * NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
-/* Extent hooks that allow every split and merge (huge and sample arenas),
- * and an arena's decay: dirty_ms, no muzzy state. */
+/* An arena's decay: dirty_ms, no muzzy state. */
 struct extent_hooks_s;
-bool hp_hook_split(struct extent_hooks_s *h, void *addr, size_t size,
-    size_t size_a, size_t size_b, bool committed, unsigned ind);
-bool hp_hook_merge(struct extent_hooks_s *h, void *addr_a, size_t size_a,
-    void *addr_b, size_t size_b, bool committed, unsigned ind);
 bool hp_arena_decay(unsigned ind, long dirty_ms);
+/* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
+ * jemalloc refuses. */
+unsigned hp_arena_create(struct extent_hooks_s *hooks);
+/* Frees an object of the region (free()'s owned-range path). */
+void hp_huge_free(void *p);
 
 /* stats.c: counters, the shared stats page, the maintenance thread. */
 void hp_stats_init(void);
@@ -158,7 +204,7 @@ static inline bool hp_key_promoted(uintptr_t key) {
 extern HP_TLS int64_t hp_sample_left;   /* bytes to the next sample */
 extern uintptr_t hp_zone_base;          /* sampled objects live here */
 extern size_t hp_zone_size;
-bool hp_lifetime_init(const hp_conf_t *c);
+bool hp_lifetime_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
 /* Where malloc/calloc go when the sample counter runs out (kept run out
  * while some key is promoted); ret is the return address of the call. */
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero);
@@ -166,6 +212,13 @@ void hp_lifetime_free(void *p);
 static inline bool hp_zone_contains(const void *p) {
 	return (uintptr_t)p - hp_zone_base < hp_zone_size;
 }
+
+/* unwind.c: call stacks through libunwind, which then opens no descriptor
+ * of its own. */
+bool hp_unwind_init(const char **why);
+/* The frames of the caller of malloc, from the one returning to ret: at
+ * most HP_SITE_DEPTH, at least 1 (ret alone). */
+unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out);
 
 /* profile.c: the site table written at exit and loaded at start-up. */
 bool hp_profile_load(const char *path);
@@ -185,6 +238,7 @@ void hp_edata_postfork_child(void);
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);
 void *hp_realloc_slow(void *p, size_t size);
+void hp_free_owned(void *p);
 
 #pragma GCC visibility pop
 

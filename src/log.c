@@ -1,6 +1,9 @@
 /* One-line messages on stderr. Formats into a stack buffer and write(2)s
  * it, so it is safe while the allocator itself is starting up. */
+#define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -37,4 +40,16 @@ void hp_warn_once(int *flag, const char *fmt, ...) {
 	va_start(ap, fmt);
 	vlog(fmt, ap);
 	va_end(ap);
+}
+
+/* strerrordesc_np: no locale, so no gettext and no allocation. */
+const char *hp_strerror(int err) {
+	const char *s = strerrordesc_np(err);
+	return s != NULL ? s : "unknown error";
+}
+
+void hp_assert_fail(const char *expr, const char *file, int line,
+    const char *func) {
+	hp_log("assertion failed: %s (%s:%d, %s)", expr, file, line, func);
+	abort();
 }

@@ -17,6 +17,7 @@
  * one is known. Entries whose modules are not loaded yet wait and apply
  * once they are (dlopen). Nothing here allocates.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
@@ -155,10 +156,10 @@ bool hp_profile_write(const char *where) {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	expand(where, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-	    O_NOFOLLOW, 0644);
+	int fd = hp_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 	if (fd < 0) {
-		hp_log("could not write lifetime_record %s", path);
+		hp_log("could not write lifetime_record %s (%s)", path,
+		    hp_strerror(errno));
 		return false;
 	}
 	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
@@ -190,11 +191,20 @@ bool hp_profile_write(const char *where) {
 	size_t len = 0;
 	put(line, &len, cap, "end %u\n", n);
 	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
+	int err = ok ? 0 : errno;
 	munmap(line, cap);
-	ok &= close(fd) == 0;
-	if (!ok || rename(tmp, path) != 0) {
+	if (close(fd) != 0 && ok) {
+		ok = false;
+		err = errno;
+	}
+	if (ok && rename(tmp, path) != 0) {
+		ok = false;
+		err = errno;
+	}
+	if (!ok) {
 		unlink(tmp);
-		hp_log("could not write lifetime_record %s", path);
+		hp_log("could not write lifetime_record %s (%s)", path,
+		    hp_strerror(err));
 		return false;
 	}
 	return true;
@@ -291,12 +301,20 @@ static const char *parse_line(const char *p, const char *end, entry_t *e) {
 }
 
 bool hp_profile_load(const char *path) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = hp_open(path, O_RDONLY, 0);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size == 0 || (size_t)st.st_size > HP_PROFILE_MAX) {
-		hp_log("lifetime_profile %s: cannot be read (or empty, or over "
-		    "16 MiB); profile ignored, sites are learned", path);
+	const char *why = NULL;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		why = hp_strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_size == 0)
+		why = "empty";
+	else if ((size_t)st.st_size > HP_PROFILE_MAX)
+		why = "over 16 MiB";
+	if (why != NULL) {
+		hp_log("lifetime_profile %s: cannot be read (%s); profile "
+		    "ignored, sites are learned", path, why);
 		if (fd >= 0)
 			close(fd);
 		return false;
@@ -308,13 +326,14 @@ bool hp_profile_load(const char *path) {
 	}
 	char *buf = entries && names ? mmap(NULL, size, PROT_READ, MAP_PRIVATE,
 	    fd, 0) : MAP_FAILED;
+	int err = errno;
 	close(fd);
 	if (buf == MAP_FAILED) {
-		hp_log("lifetime_profile %s: cannot be read; profile ignored, "
-		    "sites are learned", path);
+		hp_log("lifetime_profile %s: cannot be read (%s); profile "
+		    "ignored, sites are learned", path, hp_strerror(err));
 		return false;
 	}
-	const char *p = buf, *end = buf + size, *why = NULL;
+	const char *p = buf, *end = buf + size;
 	unsigned line = 0, count = 0;
 	bool ended = false;
 	nentries = 0, nnames = 0;

@@ -7,46 +7,75 @@
  * subpages jemalloc holds, so that memory goes back to the kernel only in
  * whole huge pages: the allocator never splits one.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include "internal.h"
+#include "lock.h"
 
 hp_region_t hp_region;
-static pthread_mutex_t region_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t region_lock = HP_LOCK_INIT(HP_RANK_REGION);
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
 
-#define HP_RESERVE_MIN ((size_t)1 << 30)   /* halve down to this */
+#define HP_RESERVE_MIN ((size_t)1 << 30)   /* halved down to this */
+#define HP_ZONE_SHARE  16                   /* zone: 1/16 of the region */
 #define HP_SPLITS_PER_PASS 4096             /* 8 GiB of huge pages */
+
+uintptr_t hp_owned_base;
+size_t hp_owned_size;
 
 static uintptr_t align_up(uintptr_t x, size_t a) {
 	return (x + a - 1) & ~(uintptr_t)(a - 1);
 }
 
-bool hp_region_init(size_t want) {
+/*
+ * One PROT_NONE reservation: the huge class's region, then (with_zone)
+ * the sample zone's share, so that free() tells both from jemalloc's own
+ * memory with a single range test. The zone's range in *zone, *zone_size.
+ */
+bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
+    size_t *zone_size) {
 	/* PROT_NONE is not charged to the commit limit; mprotect() charges
 	 * each part as it is made accessible. */
-	size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE, size;
-	uintptr_t base = (uintptr_t)hp_reserve(want, HP_RESERVE_MIN, align, 0,
-	    &size);
+	size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE, got;
+	size_t extra = with_zone ? want / HP_ZONE_SHARE : 0;
+	uintptr_t base = (uintptr_t)hp_reserve(want + extra, HP_RESERVE_MIN +
+	    HP_RESERVE_MIN / HP_ZONE_SHARE * with_zone, align, 0, &got);
 	if (base == 0)
 		return false;
+	size_t size = with_zone ? got / (HP_ZONE_SHARE + 1) * HP_ZONE_SHARE : got;
+	size &= ~(align - 1);
 	size_t meta = align_up((size >> HP_HUGE_SHIFT) * sizeof(hp_hpage_t),
 	    HP_PAGE);
 	void *pages = mmap(NULL, meta, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (pages == MAP_FAILED) {
-		munmap((void *)base, size);
+		munmap((void *)base, got);
 		return false;
 	}
 	hp_region.pages = pages;
 	hp_region.bump = hp_region.carved_end = base;
 	hp_region.base = base;
 	hp_region.size = size;
+	*zone = base + size;
+	*zone_size = with_zone ? got - size : 0;
+	hp_owned_base = base;
+	__atomic_store_n(&hp_owned_size, got, __ATOMIC_RELEASE);
 	return true;
+}
+
+/* Whether [addr, addr + len) is whole 4 KiB pages of the region that
+ * jemalloc was handed (the extent hooks check every range with this). */
+bool hp_region_owns(const void *addr, size_t len) {
+	uintptr_t a = (uintptr_t)addr;
+	uintptr_t carved = __atomic_load_n(&hp_region.carved_end,
+	    __ATOMIC_ACQUIRE);
+	return len != 0 && ((a | len) & (HP_PAGE - 1)) == 0 &&
+	    a >= hp_region.base && a < carved && len <= carved - a;
 }
 
 /* Masks of subpages [first, first + n) in each 64-bit word. */
@@ -65,12 +94,14 @@ static void sub_masks(unsigned first, unsigned n, uint64_t m[HP_SUBWORDS]) {
 
 bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n) {
 	uint64_t m[HP_SUBWORDS];
+	hp_assert(first + n <= HP_SUBPAGES);
 	sub_masks(first, n, m);
 	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
 		pg->nreleased += (uint16_t)__builtin_popcountll(m[w] &
 		    ~pg->released[w]);
 		pg->released[w] |= m[w];
 	}
+	hp_assert(pg->nreleased <= HP_SUBPAGES);
 	if (pg->nreleased < HP_SUBPAGES)
 		return false;
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
@@ -87,6 +118,7 @@ static void hpage_zapped(hp_hpage_t *pg) {
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
     uint64_t *zero) {
 	uint64_t m[HP_SUBWORDS];
+	hp_assert(first + n <= HP_SUBPAGES);
 	sub_masks(first, n, m);
 	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
 		uint64_t was = m[w] & pg->released[w];
@@ -98,6 +130,7 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
 }
 
 static hp_hpage_t *page_of(uintptr_t a) {
+	hp_assert(a - hp_region.base < hp_region.size);
 	return &hp_region.pages[(a - hp_region.base) >> HP_HUGE_SHIFT];
 }
 
@@ -105,6 +138,7 @@ static hp_hpage_t *page_of(uintptr_t a) {
 static void span(uintptr_t hp, uintptr_t a, uintptr_t e, unsigned *first,
     unsigned *n) {
 	uintptr_t lo = hp > a ? hp : a, hi = e < hp + HP_HUGE ? e : hp + HP_HUGE;
+	hp_assert(lo <= hi && hi - hp <= HP_HUGE);
 	*first = (unsigned)((lo - hp) >> HP_PAGE_SHIFT);
 	*n = (unsigned)((hi - lo) >> HP_PAGE_SHIFT);
 }
@@ -118,6 +152,7 @@ static bool bit(const uint64_t *m, unsigned i) {
  * offered to the 1 GiB pool: those pages are scarce, and small commits
  * (jemalloc's own metadata, say) must not take them. */
 static bool map_locked(uintptr_t a, uintptr_t e) {
+	hp_lock_assert_held(&region_lock);
 	uintptr_t end = align_up(e, HP_HUGE);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < end;) {
 		if (page_of(hp)->map != HP_MAP_NONE) {
@@ -162,6 +197,7 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 /* With collapse:true, THP pages still empty are faulted in and collapsed
  * as they are first used. */
 static void collapse_locked(uintptr_t a, uintptr_t e) {
+	hp_lock_assert_held(&region_lock);
 	uintptr_t run = 0, end = align_up(e, HP_HUGE);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp <= end; hp += HP_HUGE) {
 		bool fresh = hp < end && page_of(hp)->map == HP_MAP_THP &&
@@ -178,6 +214,7 @@ static void collapse_locked(uintptr_t a, uintptr_t e) {
 }
 
 static bool reuse_locked(uintptr_t a, size_t len) {
+	hp_lock_assert_held(&region_lock);
 	if (!map_locked(a, a + len))
 		return false;
 	if (hp_conf.collapse)
@@ -210,28 +247,32 @@ void *hp_region_alloc(size_t size, size_t align, bool commit) {
 	if (hp_conf.hugetlb_page == HP_GIB && size >= HP_GIB / 2 &&
 	    align < HP_GIB)
 		align = HP_GIB;
-	pthread_mutex_lock(&region_lock);
+	hp_lock(&region_lock);
 	uintptr_t start = align_up(hp_region.bump, align), end = start + size;
-	if (end < start || end > hp_region.base + hp_region.size)
+	if (start < hp_region.bump || end < start ||
+	    end > hp_region.base + hp_region.size)
 		goto out;
 	/* Pages first carved start empty: every subpage released. */
-	for (; hp_region.carved_end < end; hp_region.carved_end += HP_HUGE) {
-		hp_hpage_t *pg = page_of(hp_region.carved_end);
+	uintptr_t carved = hp_region.carved_end;
+	for (; carved < end; carved += HP_HUGE) {
+		hp_hpage_t *pg = page_of(carved);
 		memset(pg->released, 0xff, sizeof pg->released);
 		memset(pg->dirty, 0, sizeof pg->dirty);
 		pg->nreleased = HP_SUBPAGES;
 	}
+	__atomic_store_n(&hp_region.carved_end, carved, __ATOMIC_RELEASE);
 	if (commit && !reuse_locked(start, size))
 		goto out;
 	hp_region.bump = end;
 	ret = (void *)start;
 out:
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 	return ret;
 }
 
 /* True if every 2 MiB page of the GiB that holds hp is empty. */
 static bool gib_empty(uintptr_t hp) {
+	hp_lock_assert_held(&region_lock);
 	uintptr_t g = hp & ~(HP_GIB - 1);
 	for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE)
 		if (q < hp_region.carved_end &&      /* beyond: never used */
@@ -244,6 +285,7 @@ static bool gib_empty(uintptr_t hp) {
  * bits are cleared only once that worked: until then they may hold old
  * bytes, and a fork child that copies them sees them as dirty still. */
 static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
+	hp_lock_assert_held(&region_lock);
 	if (type == HP_MAP_HUGETLB_1G) {
 		/* Only a whole empty GiB can go back to the 1 GiB pool. */
 		for (uintptr_t g = zap & ~(HP_GIB - 1); g < end; g += HP_GIB) {
@@ -277,7 +319,8 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 void hp_region_release(void *addr, size_t len) {
 	uintptr_t a = (uintptr_t)addr, zap = 0, zap_end = 0;
 	hp_map_t zap_type = HP_MAP_NONE;
-	pthread_mutex_lock(&region_lock);
+	hp_assert(hp_region_owns(addr, len));
+	hp_lock(&region_lock);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < a + len; hp += HP_HUGE) {
 		unsigned first, n;
 		span(hp, a, a + len, &first, &n);
@@ -301,13 +344,14 @@ void hp_region_release(void *addr, size_t len) {
 	}
 	if (zap_end)
 		zap_run(zap, zap_end, zap_type);
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 }
 
 bool hp_region_reuse(void *addr, size_t len) {
-	pthread_mutex_lock(&region_lock);
+	hp_assert(hp_region_owns(addr, len));
+	hp_lock(&region_lock);
 	bool ok = reuse_locked((uintptr_t)addr, len);
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 	return ok;
 }
 
@@ -338,7 +382,7 @@ static size_t stranded_of(const hp_hpage_t *pg) {
 /* Fills in the page-level counters of the huge class. "dirty" (handed to
  * jemalloc since the page was last given back) stands for touched. */
 void hp_region_scan(hp_arena_stats_t *a) {
-	pthread_mutex_lock(&region_lock);
+	hp_lock(&region_lock);
 	/* A 1 GiB page is mapped whole, also past the carved part. */
 	uintptr_t end = hp_region.carved_end;
 	if (hp_conf.hugetlb_page == HP_GIB && hp_region.size)
@@ -385,13 +429,14 @@ void hp_region_scan(hp_arena_stats_t *a) {
 	a->pages_released = n_released;
 	a->pages_split = n_split;
 	a->purges_refused = n_refused;
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 }
 
 /* Purges a page's free 4 KiB parts that may still be resident: those
  * handed out since it was last given back or, with all, every free part
  * (a THP page is resident whole, parts never handed out included). */
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
+	hp_lock_assert_held(&region_lock);
 	uint64_t stale[HP_SUBWORDS];
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
 		stale[w] = pg->released[w] & (all ? ~0ull : pg->dirty[w]);
@@ -409,6 +454,7 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
 
 /* Purges the free 4 KiB parts of a THP page, which splits it. */
 static void split_page(uintptr_t hp, hp_hpage_t *pg) {
+	hp_lock_assert_held(&region_lock);
 	purge_parts(hp, pg, true);
 	/* Or khugepaged would collapse it again, filling the holes. */
 	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
@@ -423,7 +469,7 @@ static void split_page(uintptr_t hp, hp_hpage_t *pg) {
  * Returns the stranded bytes left.
  */
 size_t hp_region_enforce(size_t limit) {
-	pthread_mutex_lock(&region_lock);
+	hp_lock(&region_lock);
 	size_t stranded = 0;
 	unsigned splits = 0;
 	/* Only what splitting can give back counts here: THP pages. */
@@ -449,7 +495,7 @@ size_t hp_region_enforce(size_t limit) {
 			splits++;
 			stranded -= before - stranded_of(pg);
 		}
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 	return stranded;
 }
 
@@ -476,6 +522,7 @@ static unsigned nshadows;
 
 /* Copies [addr, addr + len) to a THP shadow and keeps it from the child. */
 static bool shadow_run(uintptr_t addr, size_t len) {
+	hp_lock_assert_held(&region_lock);
 	void *copy = hp_backing_copy(addr, len);
 	if (copy == NULL)
 		return false;
@@ -488,6 +535,7 @@ static bool shadow_run(uintptr_t addr, size_t len) {
 }
 
 static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
+	hp_lock_assert_held(&region_lock);
 	long avail = hp_backing_pool_avail(page);
 	size_t need = (long)held > avail ? held - (size_t)(avail > 0 ? avail : 0) : 0;
 	uintptr_t run = 0, end = 0;
@@ -510,7 +558,7 @@ static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 }
 
 void hp_region_prefork(void) {
-	pthread_mutex_lock(&region_lock);
+	hp_lock(&region_lock);
 	nshadows = 0;
 	if (hp_region.hugetlb_2m)
 		shadow_deficit(HP_HUGE, HP_MAP_HUGETLB_2M, hp_region.hugetlb_2m);
@@ -524,7 +572,7 @@ void hp_region_postfork_parent(void) {
 		munmap(shadows[i].copy, shadows[i].len);
 	}
 	nshadows = 0;
-	pthread_mutex_unlock(&region_lock);
+	hp_unlock(&region_lock);
 }
 
 void hp_region_postfork_child(void) {
@@ -534,8 +582,9 @@ void hp_region_postfork_child(void) {
 		    (void *)s->addr) == MAP_FAILED) {
 			/* Cannot happen short of the kernel refusing a move of
 			 * our own mapping; the range would read as unmapped. */
-			hp_log("fork: could not place a copied huge page; the "
-			    "child must not touch %p", (void *)s->addr);
+			hp_log("fork: could not place a copied huge page (%s); "
+			    "the child must not touch %p", hp_strerror(errno),
+			    (void *)s->addr);
 			continue;
 		}
 		for (uintptr_t q = s->addr; q < s->addr + s->len; q += HP_HUGE) {
@@ -550,5 +599,5 @@ void hp_region_postfork_child(void) {
 		}
 	}
 	nshadows = 0;
-	pthread_mutex_init(&region_lock, NULL);
+	hp_lock_reinit(&region_lock);
 }

@@ -1,6 +1,8 @@
 /*
  * The routing decision, off the fast path: which class serves a request
- * that the entry points could not send straight to the small class.
+ * that the entry points could not send straight to the small class, and
+ * where an object of the owned range goes back to. A call that succeeds
+ * leaves errno as it found it, whatever the system calls under it did.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -19,12 +21,34 @@ static void *small_alloc(size_t size, size_t align, bool zero) {
 }
 
 void *hp_alloc_slow(size_t size, size_t align, bool zero) {
-	if (!hp_init() || size < hp_threshold)
-		return small_alloc(size, align, zero);
-	return hp_huge_alloc(size, align, zero);
+	int saved = errno;
+	void *p = !hp_init() || size < hp_threshold ?
+	    small_alloc(size, align, zero) : hp_huge_alloc(size, align, zero);
+	if (p != NULL)
+		errno = saved;
+	return p;
 }
 
+void hp_free_owned(void *p) {
+	int saved = errno;
+	if (hp_zone_contains(p))
+		hp_lifetime_free(p);
+	else
+		hp_huge_free(p);
+	errno = saved;
+}
+
+static void *realloc_slow(void *p, size_t size);
+
 void *hp_realloc_slow(void *p, size_t size) {
+	int saved = errno;
+	void *q = realloc_slow(p, size);
+	if (q != NULL || size == 0)
+		errno = saved;
+	return q;
+}
+
+static void *realloc_slow(void *p, size_t size) {
 	if (p == NULL)
 		return hp_alloc_slow(size, 0, false);
 	if (size == 0) {                     /* glibc: free, return NULL */

@@ -16,23 +16,19 @@
  * one and a half times that, per thread, so that a loop's period cannot
  * alias with it.
  */
-#define UNW_LOCAL_ONLY
 #include <errno.h>
-#include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include "internal.h"
+#include "lock.h"
 #include "je.h"
 
-#define HP_ZONE_SIZE   ((size_t)64 << 30)   /* address space, not memory */
-#define HP_ZONE_MIN    ((size_t)256 << 20)  /* halved down to this */
 #define HP_SAMPLE_SLOTS 65536               /* live sampled objects, max */
 #define HP_SAMPLE_FIRST 256                 /* slots at least: doubled when
                                                3/4 full, halved when 1/8 */
-#define HP_BT_MAX      (HP_SITE_DEPTH + 8)
 #define HP_AGE_STEP    64                   /* records aged per sampled call */
 #define HP_SAMPLE_OFF  (INT64_MAX / 2)      /* a count that never runs out */
 
@@ -50,14 +46,14 @@ typedef struct {
 static sample_t *samples;       /* nslots, a power of two */
 static size_t nslots, nsamples, age_cursor;
 static uintptr_t zone_bump, zone_mapped, zone_end;
-static pthread_mutex_t zone_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t zone_lock = HP_LOCK_INIT(HP_RANK_ZONE);
 /* The only lock of ours held around dl_iterate_phdr (unwinding, module
  * checks, profile.c's module list), and around nothing that calls
  * jemalloc: fork takes it, so no child inherits the loader's lock held,
  * whatever the order of the fork handlers. An allocation only tries it:
  * a thread in its own dl_iterate_phdr callback holds the loader's lock,
  * and must not wait here for a thread that waits for that lock. */
-static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t sample_lock = HP_LOCK_INIT(HP_RANK_SAMPLE);
 static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
 static bool learning;
 static uint64_t lifetime_ns;
@@ -89,7 +85,7 @@ static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	(void)h, (void)ind;
 	if (new_addr != NULL)
 		return NULL;
-	pthread_mutex_lock(&zone_lock);
+	hp_lock(&zone_lock);
 	uintptr_t p = (zone_bump + align - 1) & ~(uintptr_t)(align - 1);
 	uintptr_t end = p + size;
 	void *ret = NULL;
@@ -101,11 +97,11 @@ static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 		    to - zone_mapped, PROT_READ | PROT_WRITE) == 0) {
 			if (to > zone_mapped)
 				zone_mapped = to;
-			zone_bump = end;
+			__atomic_store_n(&zone_bump, end, __ATOMIC_RELEASE);
 			ret = (void *)p;
 		}
 	}
-	pthread_mutex_unlock(&zone_lock);
+	hp_unlock(&zone_lock);
 	if (ret != NULL)
 		*zero = *commit = true;
 	return ret;
@@ -117,38 +113,53 @@ static bool z_dalloc(extent_hooks_t *h, void *addr, size_t size,
 	return true;                 /* refused: jemalloc retains and reuses */
 }
 
+/* A range the zone handed out: the hooks touch nothing else. */
+static bool zone_owns(const void *addr, size_t size) {
+	uintptr_t a = (uintptr_t)addr;
+	uintptr_t bump = __atomic_load_n(&zone_bump, __ATOMIC_ACQUIRE);
+	return a >= hp_zone_base && a < bump && size <= bump - a;
+}
+
 static bool z_purge(extent_hooks_t *h, void *addr, size_t size,
     size_t offset, size_t length, unsigned ind) {
-	(void)h, (void)size, (void)ind;
+	(void)h, (void)ind;
+	if (!zone_owns(addr, size) || offset > size || length > size - offset)
+		return true;
 	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+}
+
+static bool z_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)size_a, (void)size_b, (void)committed, (void)ind;
+	return !zone_owns(addr, size);
+}
+
+static bool z_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)committed, (void)ind;
+	return !zone_owns(addr_a, size_a) || !zone_owns(addr_b, size_b);
 }
 
 static extent_hooks_t zone_hooks = {
 	.alloc = z_alloc,
 	.dalloc = z_dalloc,
 	.purge_forced = z_purge,     /* MADV_DONTNEED: reads back zero */
-	.split = hp_hook_split,
-	.merge = hp_hook_merge,
+	.split = z_split,
+	.merge = z_merge,
 };
 
-static bool zone_init(long decay_ms) {
-	size_t size;
-	uintptr_t base = (uintptr_t)hp_reserve(HP_ZONE_SIZE, HP_ZONE_MIN,
-	    HP_HUGE, MAP_NORESERVE, &size);
-	if (base == 0)
+/* The zone is the tail of the region's reservation (region.c), so that
+ * free() tests one range for both. */
+static bool zone_init(uintptr_t base, size_t size, long decay_ms) {
+	if (size == 0)
 		return false;
 	madvise((void *)base, size, MADV_NOHUGEPAGE);
 	zone_bump = zone_mapped = base;
 	zone_end = base + size;
 	hp_zone_base = base;
-	unsigned ind;
-	size_t sz = sizeof ind;
-	extent_hooks_t *hooks = &zone_hooks;
-	if (hp_je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof hooks)) {
-		hp_zone_base = 0;
-		munmap((void *)base, size);
+	unsigned ind = hp_arena_create(&zone_hooks);
+	if (ind == HP_NO_ARENA)
 		return false;
-	}
 	hp_arena_decay(ind, decay_ms);
 	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	/* Published last: free() tests pointers against it. */
@@ -231,32 +242,6 @@ static void age(uint64_t t) {
 	}
 }
 
-/* The frames of the caller of malloc: from the frame that returns to ret
- * (the sampler's own frames come first). unw_step, not unw_backtrace:
- * unw_backtrace keeps a 256 KiB frame cache per thread for good, so every
- * thread that samples would hold one; stepping costs 0.43
- * instructions more per malloc+free (make bench-callgrind: 89.58 against
- * 89.15) and no memory per thread. Called under sample_lock. */
-static unsigned caller_frames(uintptr_t ret, uintptr_t *out) {
-	unw_context_t uc;
-	unw_cursor_t cur;
-	unsigned m = 0;
-	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0)
-		goto alone;
-	for (int depth = 0; depth < HP_BT_MAX && m < HP_SITE_DEPTH; depth++) {
-		unw_word_t ip;
-		if (unw_step(&cur) <= 0 || unw_get_reg(&cur, UNW_REG_IP, &ip))
-			break;
-		if (m > 0 || (uintptr_t)ip == ret)
-			out[m++] = (uintptr_t)ip;
-	}
-	if (m > 0)
-		return m;
-alone:                               /* ret not found: it alone */
-	out[0] = ret;
-	return 1;
-}
-
 /* frames: the site, unwound under sample_lock. */
 static void *sample(size_t size, const uintptr_t *frames, unsigned n,
     bool zero) {
@@ -315,7 +300,19 @@ static HP_TLS bool lookup;
  * that allocates, even once. */
 static HP_TLS bool armed;
 
+static void *lifetime_alloc(size_t size, uintptr_t ret, bool zero);
+
+/* errno as it was, unless the allocation fails: unwinding and the first
+ * huge-class allocation make system calls that may set it. */
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
+	int saved = errno;
+	void *p = lifetime_alloc(size, ret, zero);
+	if (p != NULL)
+		errno = saved;
+	return p;
+}
+
+static void *lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 	void *p = NULL;
 	bool due = !lookup || (budget -= (int64_t)size) < 0;
 	if (due) {
@@ -327,13 +324,13 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 		/* sample_lock busy: this interval goes unsampled (see the
 		 * lock). */
 		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy && !first &&
-		    pthread_mutex_trylock(&sample_lock) == 0) {
+		    hp_trylock(&sample_lock)) {
 			busy = true;
 			check_new_modules();
 			uintptr_t frames[HP_SITE_DEPTH];
 			bool go = learning && hp_zone_size != 0;
-			unsigned n = go ? caller_frames(ret, frames) : 0;
-			pthread_mutex_unlock(&sample_lock);
+			unsigned n = go ? hp_unwind_frames(ret, frames) : 0;
+			hp_unlock(&sample_lock);
 			if (go)
 				p = sample(size, frames, n, zero);
 			busy = false;
@@ -389,46 +386,47 @@ void hp_lifetime_free(void *p) {
  * resets it. */
 /* For profile.c: its module list is read under sample_lock. */
 void hp_sample_lock(void) {
-	pthread_mutex_lock(&sample_lock);
+	hp_lock(&sample_lock);
 }
 
 void hp_sample_unlock(void) {
-	pthread_mutex_unlock(&sample_lock);
+	hp_unlock(&sample_lock);
 }
 
 static void lt_prefork(void) {
-	pthread_mutex_lock(&sample_lock);
+	hp_lock(&sample_lock);
 	hp_site_lock();
 }
 
 static void lt_postfork_parent(void) {
 	hp_site_unlock();
-	pthread_mutex_unlock(&sample_lock);
+	hp_unlock(&sample_lock);
 }
 
 static void lt_postfork_child(void) {
-	pthread_mutex_init(&sample_lock, NULL);
-	pthread_mutex_init(&zone_lock, NULL);
+	hp_lock_reinit(&sample_lock);
+	hp_lock_reinit(&zone_lock);
 	hp_site_atfork_child();
 }
 
-bool hp_lifetime_init(const hp_conf_t *c) {
+bool hp_lifetime_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 	if (c->lifetime == HP_LIFETIME_OFF)
 		return true;
 	nslots = HP_SAMPLE_FIRST;
 	samples = hp_lifetime_map(nslots * sizeof *samples);
 	if (samples == NULL || !hp_site_init()) {
-		hp_log("could not map the site tables; lifetime learning is off");
+		hp_log("could not map the site tables (%s); lifetime learning "
+		    "is off", hp_strerror(errno));
 		return false;
 	}
 	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
 	mean_interval = (int64_t)c->lifetime_sample;
 	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
 	learning = c->lifetime == HP_LIFETIME_LEARN;
-	pthread_mutex_lock(&sample_lock);    /* the profile's module list */
+	hp_lock(&sample_lock);    /* the profile's module list */
 	bool loaded = c->lifetime_profile[0] != '\0' &&
 	    hp_profile_load(c->lifetime_profile);
-	pthread_mutex_unlock(&sample_lock);
+	hp_unlock(&sample_lock);
 	if (c->lifetime == HP_LIFETIME_REPLAY && !loaded) {
 		/* A bad profile has said so already, in one line. */
 		if (c->lifetime_profile[0] == '\0')
@@ -439,9 +437,15 @@ bool hp_lifetime_init(const hp_conf_t *c) {
 	unsigned long long adds = 0;
 	dl_iterate_phdr(count_adds, &adds);
 	dl_adds = (unsigned)adds;
-	if (learning && !zone_init(c->decay_ms)) {
-		hp_log("could not reserve the sample zone; lifetime learning is "
-		    "off");
+	const char *why;
+	if (learning && !hp_unwind_init(&why)) {
+		hp_log("lifetime learning is off: stacks cannot be unwound "
+		    "without descriptors here (%s)", why);
+		learning = false;
+	}
+	if (learning && !zone_init(zone, zone_size, c->decay_ms)) {
+		hp_log("could not make the sample zone's arena; lifetime "
+		    "learning is off");
 		learning = false;
 	}
 	return true;

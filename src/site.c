@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "internal.h"
+#include "lock.h"
 
 hp_site_t *hp_sites;
 uintptr_t *hp_key_tab;
@@ -33,7 +34,7 @@ size_t hp_keys_promoted;
 hp_lifetime_counts_t hp_lifetime_counts;
 
 static uint16_t *key_nchurny, *key_npromoted;
-static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_lock_t site_lock = HP_LOCK_INIT(HP_RANK_SITE);
 
 /* The tables live in their own 4 KiB-page mapping, made only when
  * lifetime learning is on (in the library's .bss they would make it large
@@ -63,15 +64,15 @@ bool hp_site_init(void) {
 }
 
 void hp_site_lock(void) {
-	pthread_mutex_lock(&site_lock);
+	hp_lock(&site_lock);
 }
 
 void hp_site_unlock(void) {
-	pthread_mutex_unlock(&site_lock);
+	hp_unlock(&site_lock);
 }
 
 void hp_site_atfork_child(void) {
-	pthread_mutex_init(&site_lock, NULL);
+	hp_lock_reinit(&site_lock);
 }
 
 static uint64_t hash_frames(const uintptr_t *f, unsigned n) {

@@ -1,29 +1,12 @@
 /*
  * The small class: jemalloc's automatic arenas and thread caches, kept on
- * 4 KiB pages. jemalloc's own thp:never advises MADV_NOHUGEPAGE on every
- * mapping it makes for them, so freed memory returns to the kernel at
- * 4 KiB granularity even when THP is "always".
+ * 4 KiB pages. jemalloc's own thp:never (jeconf.c) advises MADV_NOHUGEPAGE
+ * on every mapping it makes for them, so freed memory returns to the
+ * kernel at 4 KiB granularity even when THP is "always".
  */
-#include <stdio.h>
 #include <time.h>
 #include "internal.h"
 #include "je.h"
-
-/* jemalloc's options, read after MALLOC_CONF so a user's MALLOC_CONF can
- * tune the embedded jemalloc but not undo these. */
-const char *hp_small_jemalloc_conf(const hp_conf_t *c) {
-	static char buf[160];
-	/* No size class the huge class hands out may enter a thread cache,
-	 * or a later small request could be served from a huge page. */
-	size_t tcache_max = 32768;
-	while (tcache_max >= c->large_threshold)
-		tcache_max >>= 1;
-	/* decay_ms holds for the small class too: freed slabs go back at the
-	 * same pace as free huge pages. */
-	snprintf(buf, sizeof buf, "thp:never,zero_realloc:free,tcache_max:%zu,"
-	    "dirty_decay_ms:%ld", tcache_max, c->decay_ms);
-	return buf;
-}
 
 static size_t unused_pages(void) {
 	uint64_t epoch = 1;

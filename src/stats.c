@@ -1,13 +1,19 @@
 /*
  * The counters: collected from jemalloc's per-arena stats and from the
  * huge class's page states, and published in a shared page that
- * "hugepreload stat" reads from outside: <stats_dir>/hugepreload.<pid>,
- * 0600, created with O_EXCL | O_NOFOLLOW and removed at exit. Nothing
- * here runs on a fast path: a maintenance thread refreshes the page every
- * second and applies strand_limit; malloc_trim and exit refresh it too.
- * File and thread come with the first huge-class allocation, so the many
- * short processes that never use the huge class (shells, say, which end
- * with _exit and so would leave their file behind) make neither.
+ * "hugepreload stat" reads from outside. The page is a memfd, mapped and
+ * its descriptor closed at once: the process holds no descriptor for it,
+ * nothing of it is on any file system, and it goes with the process
+ * however the process ends. The command finds it by its name in
+ * /proc/PID/maps and reads it through /proc/PID/mem, under the kernel's
+ * own access check (the process's user, or root). MADV_DONTFORK keeps it
+ * from a fork child, which makes its own.
+ *
+ * Nothing here runs on a fast path: a maintenance thread refreshes the
+ * page every second and applies strand_limit; malloc_trim and exit
+ * refresh it too. Page and thread come with the first huge-class
+ * allocation, so the many short processes that never use the huge class
+ * make neither.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,80 +24,58 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
+#include "lock.h"
 #include "je.h"
 #include "stats_print.h"
 
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U         /* Linux 6.3 */
+#endif
+
 #define REFRESH_NS (1000L * 1000 * 1000)
 
-static hp_stats_t *shm;                /* the shared page, or NULL */
-static pid_t shm_pid;                  /* the process that created it */
-static char shm_path[320];
-static hp_stats_t local;               /* the last refresh */
-static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool thread_on;
-static int warned_file;
+HP_STATIC_ASSERT(sizeof(hp_stats_t) <= 4096,
+    "the stats page is one 4 KiB page");
 
-/* Field 22 of /proc/self/stat: the start time, which tells a process from
- * a later one with the same pid. */
-static uint64_t start_ticks(void) {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+static hp_stats_t *shm;                /* the shared page, or NULL */
+static pid_t shm_pid;                  /* the process that mapped it */
+static hp_stats_t local;               /* the last refresh */
+static hp_lock_t refresh_lock = HP_LOCK_INIT(HP_RANK_REFRESH);
+static bool thread_on;
+static int warned_page;
+
+static void open_page(void) {
+	if (!hp_conf.stats_live)
+		return;
+	/* Sealed against exec where the kernel knows how (else it logs a
+	 * warning for every memfd made without it). */
+	int fd = memfd_create(HP_STATS_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL)
+		fd = memfd_create(HP_STATS_NAME, MFD_CLOEXEC);
+	fd = hp_fd_high(fd);
+	void *p = MAP_FAILED;
+	if (fd >= 0 && ftruncate(fd, HP_PAGE) == 0)
+		p = mmap(NULL, HP_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int err = errno;
 	if (fd >= 0)
 		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-static void open_file(void) {
-	if (strcmp(hp_conf.stats_dir, "off") == 0)
+	if (p == MAP_FAILED) {
+		hp_warn_once(&warned_page, "could not make the live counters' "
+		    "page (%s); hugepreload stat cannot read this process",
+		    hp_strerror(err));
 		return;
-	snprintf(shm_path, sizeof shm_path, "%s/hugepreload.%d",
-	    hp_conf.stats_dir, (int)getpid());
-	for (int tries = 0; tries < 2; tries++) {
-		int fd = open(shm_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			void *p = ftruncate(fd, sizeof(hp_stats_t)) == 0 ?
-			    mmap(NULL, sizeof(hp_stats_t), PROT_READ | PROT_WRITE,
-			    MAP_SHARED, fd, 0) : MAP_FAILED;
-			close(fd);
-			if (p == MAP_FAILED) {
-				unlink(shm_path);
-				break;
-			}
-			hp_stats_t *page = p;
-			uint64_t ticks = start_ticks();
-			memcpy(page, &local, sizeof local);
-			page->magic = 0;          /* valid once all is there */
-			page->pid = getpid();
-			page->start_ticks = ticks;
-			__atomic_store_n(&page->magic, HP_STATS_MAGIC,
-			    __ATOMIC_RELEASE);
-			shm_pid = getpid();
-			shm = page;
-			return;
-		}
-		/* A file for this pid already: left by an earlier process
-		 * with the same pid, or by this one before an exec. Ours to
-		 * take over only if it is a plain file of ours. */
-		struct stat st;
-		if (errno != EEXIST || lstat(shm_path, &st) != 0 ||
-		    !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-		    unlink(shm_path) != 0)
-			break;
 	}
-	hp_warn_once(&warned_file, "could not create %s (errno %d); live "
-	    "counters are off", shm_path, errno);
+	madvise(p, HP_PAGE, MADV_DONTFORK);
+	hp_stats_t *page = p;
+	memcpy(page, &local, sizeof local);
+	page->magic = 0;                   /* valid once all is there */
+	page->pid = getpid();
+	__atomic_store_n(&page->magic, HP_STATS_MAGIC, __ATOMIC_RELEASE);
+	shm_pid = getpid();
+	shm = page;
 }
 
 static void arena_stat(unsigned ind, const char *what, uint64_t *v) {
@@ -150,6 +134,7 @@ static void collect(hp_stats_t *st) {
 	huge->fallback_pool_empty = hp_fallbacks.pool_empty;
 	huge->fallback_thp_off = hp_fallbacks.thp_off;
 	huge->fallback_mmap_failed = hp_fallbacks.mmap_failed;
+	huge->hooks_refused = hp_fallbacks.foreign;
 	st->strand_limit_bytes = limit_of(huge);
 	/* Written under the site lock (placed* atomically); read without it:
 	 * each word is whole, and one refresh late at worst. */
@@ -179,7 +164,7 @@ static void publish(void) {
 }
 
 void hp_stats_refresh(bool enforce) {
-	pthread_mutex_lock(&refresh_lock);
+	hp_lock(&refresh_lock);
 	collect(&local);
 	/* strand_limit: split the emptiest huge pages, then count again. A
 	 * share p of resident bytes R, with S stranded now: splitting frees
@@ -195,7 +180,7 @@ void hp_stats_refresh(bool enforce) {
 		collect(&local);
 	}
 	publish();
-	pthread_mutex_unlock(&refresh_lock);
+	hp_unlock(&refresh_lock);
 }
 
 static void *maintain(void *arg) {
@@ -218,10 +203,10 @@ static void *maintain(void *arg) {
 void hp_stats_start_thread(void) {
 	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
 		return;
-	pthread_mutex_lock(&refresh_lock);
+	hp_lock(&refresh_lock);
 	if (shm == NULL)
-		open_file();
-	pthread_mutex_unlock(&refresh_lock);
+		open_page();
+	hp_unlock(&refresh_lock);
 	hp_stats_refresh(false);
 	pthread_t t;
 	pthread_attr_t attr;
@@ -230,9 +215,11 @@ void hp_stats_start_thread(void) {
 	pthread_sigmask(SIG_SETMASK, &all, &old);   /* no signal of the host's */
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, maintain, NULL) != 0)
-		hp_log("could not start the maintenance thread; counters are "
-		    "refreshed only on malloc_trim and at exit");
+	int err = pthread_create(&t, &attr, maintain, NULL);
+	if (err != 0)
+		hp_log("could not start the maintenance thread (%s); counters "
+		    "are refreshed only on malloc_trim and at exit",
+		    hp_strerror(err));
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -249,11 +236,9 @@ void hp_stats_init(void) {
 /* In a fork child: the parent's page is not ours to write; the child
  * gets a file and a thread of its own with its own huge class. */
 void hp_stats_atfork_child(void) {
-	pthread_mutex_init(&refresh_lock, NULL);
+	hp_lock_reinit(&refresh_lock);
 	thread_on = false;
-	if (shm != NULL)
-		munmap(shm, sizeof *shm);
-	shm = NULL;
+	shm = NULL;          /* MADV_DONTFORK: not mapped in the child */
 	local.pid = getpid();
 }
 
@@ -268,19 +253,20 @@ static void to_fd(void *ctx, const char *s, size_t n) {
 	}
 }
 
-/* At exit: print if asked, and remove the file. */
+/* At exit: the last refresh, printed if asked. */
 __attribute__((destructor)) static void hp_stats_exit(void) {
 	if (hp_threshold == 0)          /* never started */
 		return;
+	int saved = errno;
 	hp_stats_refresh(false);
 	if (hp_conf.stats_print) {
 		int fd = STDERR_FILENO;
 		if (hp_conf.stats_file[0] != '\0')
-			fd = open(hp_conf.stats_file, O_WRONLY | O_CREAT | O_TRUNC |
-			    O_CLOEXEC, 0644);
+			fd = hp_open(hp_conf.stats_file, O_WRONLY | O_CREAT |
+			    O_TRUNC, 0644);
 		if (fd < 0) {
-			hp_log("could not open stats_file %s (errno %d)",
-			    hp_conf.stats_file, errno);
+			hp_log("could not open stats_file %s (%s)",
+			    hp_conf.stats_file, hp_strerror(errno));
 		} else {
 			hp_stats_meta_t m = {true, 0};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
@@ -289,8 +275,5 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 				close(fd);
 		}
 	}
-	if (shm != NULL && shm_pid == getpid()) {
-		unlink(shm_path);
-		shm = NULL;
-	}
+	errno = saved;
 }

@@ -54,6 +54,8 @@ static const field_t fields[] = {
       "requests that could not be mapped and went to 4 KiB pages."),
     F("purges_refused", purges_refused, true, "Partial purges of a huge page "
       "not done, so as not to split it."),
+    F("hooks_refused", hooks_refused, true, "Extent hook calls refused: "
+      "their range was not the library's own."),
     F("metadata_bytes", metadata_bytes, false, "jemalloc's own metadata for "
       "the arena (its radix tree, bins; extent descriptors are counted "
       "apart), on 4 KiB pages."),

@@ -49,7 +49,7 @@ typedef struct {
 	bool stats_print;        /* print the counters at exit */
 	int stats_format;        /* hp_format_t */
 	char stats_file[256];    /* "" for stderr */
-	char stats_dir[256];     /* where the live stats file goes; "off" */
+	bool stats_live;         /* a page that "hugepreload stat" reads */
 	size_t strand_limit;     /* bytes, or a percentage if strand_pct */
 	bool strand_pct;
 	int lifetime;            /* hp_lifetime_mode_t */
@@ -146,19 +146,21 @@ typedef struct {
 	uint64_t live_hist[HP_HIST_BUCKETS]; /* huge pages by live tenth */
 	uint64_t fallback_pool_empty, fallback_thp_off, fallback_mmap_failed;
 	uint64_t purges_refused;     /* partial purges not done: no split */
+	uint64_t hooks_refused;      /* extent hook calls on ranges not ours */
 	uint64_t metadata_bytes;     /* jemalloc's own, on 4 KiB pages */
 } hp_arena_stats_t;
 
-/* The shared stats page: /dev/shm/hugepreload.<pid>, read by
- * "hugepreload stat". seq is odd while the library writes. */
+/* The shared stats page: a memfd of this name, mapped in the process and
+ * read by "hugepreload stat" through /proc/PID/mem. seq is odd while the
+ * library writes. */
+#define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 4
+#define HP_STATS_VERSION 5
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;
 	uint32_t version, narenas;
 	int64_t pid;
-	uint64_t start_ticks;        /* /proc/PID/stat field 22: pid reuse check */
 	uint64_t seq;
 	uint64_t updated_ns;         /* CLOCK_REALTIME of the last refresh */
 	uint64_t strand_limit_bytes; /* in force at the last refresh */

@@ -3,12 +3,10 @@
  * counters.
  *
  *   hugepreload [--conf K:V,...] [--verbose] -- CMD ARGS...
- *   hugepreload stat PID [--json|--prometheus] [--watch SECONDS] [--dir D]
- *   hugepreload stat --gc [--dir D]
+ *   hugepreload stat PID [--json|--prometheus] [--watch SECONDS]
  *   hugepreload --help
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stddef.h>
@@ -27,16 +25,16 @@ static void usage(FILE *f) {
 	fprintf(f,
 	    "usage: hugepreload [--conf K:V,...] [--verbose] -- CMD [ARGS...]\n"
 	    "       hugepreload stat PID [--json|--prometheus] [--watch SECONDS]"
-	    " [--dir DIR]\n"
-	    "       hugepreload stat --gc [--dir DIR]\n\n"
+	    "\n\n"
 	    "The first form runs CMD with libhugepreload.so preloaded (before any\n"
 	    "LD_PRELOAD already set) and HUGEPRELOAD_CONF set, and exits with\n"
 	    "CMD's status. --conf items are added after any HUGEPRELOAD_CONF in\n"
 	    "the environment (later items win); --verbose adds verbose:true.\n\n"
-	    "stat reads a running program's counters from DIR/hugepreload.PID\n"
-	    "(DIR: the stats_dir of HUGEPRELOAD_CONF, else /dev/shm) without\n"
-	    "signalling or pausing it; --gc removes files left by processes that\n"
-	    "are gone.\n\nHUGEPRELOAD_CONF keys (key:value, comma-separated):\n");
+	    "stat reads a running program's counters from its memory (a page\n"
+	    "the library keeps, through /proc/PID/mem) without signalling or\n"
+	    "pausing it; as with a debugger, its user and root may read it.\n"
+	    "--watch prints them again every SECONDS until it exits.\n\n"
+	    "HUGEPRELOAD_CONF keys (key:value, comma-separated):\n");
 	for (int i = 0; hp_conf_help[i][0] != NULL; i++)
 		fprintf(f, "  %-16s %s (default %s)\n  %-16s   %s\n",
 		    hp_conf_help[i][0], hp_conf_help[i][1], hp_conf_help[i][2], "",
@@ -94,52 +92,61 @@ static int run(int argc, char **argv) {
 	return 127;
 }
 
-/* stats_dir from HUGEPRELOAD_CONF, as the library would read it. */
-static void default_dir(char *out, size_t n) {
-	hp_conf_t c;
-	hp_conf_defaults(&c);
-	const char *env = getenv("HUGEPRELOAD_CONF");
-	if (env)
-		hp_conf_parse(&c, env, NULL, NULL);
-	snprintf(out, n, "%s", c.stats_dir);
+/* Where pid's stats page is mapped: the memfd's line in /proc/PID/maps.
+ * 1 found, 0 not there, -1 (errno set) the maps could not be read. */
+static int find_page(long pid, unsigned long *start, unsigned long *end) {
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, "/memfd:" HP_STATS_NAME " ") != NULL &&
+		    sscanf(line, "%lx-%lx", start, end) == 2;
+	int err = errno;
+	bool bad = ferror(f);
+	fclose(f);
+	errno = err;
+	return bad ? -1 : found;
 }
 
-/* Reads the stats file into *st (read, not mapped: a file someone else
- * truncates cannot fault us); 0 if it is not one. *sb: the file read. */
-static int load(const char *path, hp_stats_t *st, struct stat *sb) {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+/* Opens what reads pid's page: /proc/PID/mem at *off, or where the kernel
+ * refuses that (ptrace restrictions), the memfd through
+ * /proc/PID/map_files at 0. -1 with errno from the first attempt. */
+static int open_page(long pid, unsigned long start, unsigned long end,
+    off_t *off) {
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	*off = (off_t)start;
+	if (fd >= 0)
+		return fd;
+	int err = errno;
+	snprintf(path, sizeof path, "/proc/%ld/map_files/%lx-%lx", pid, start,
+	    end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	*off = 0;
 	if (fd < 0)
-		return 0;
+		errno = err;
+	return fd;
+}
+
+/* One consistent copy of the page (the library's seqlock), checked. */
+static bool load(int fd, off_t off, long pid, hp_stats_t *st) {
 	hp_stats_t buf;
 	uint64_t seq;
-	int ok = 0;
-	if (fstat(fd, sb) == 0 && S_ISREG(sb->st_mode))
-		for (int tries = 0; tries < 1000 && !ok; tries++) {
-			if (tries)
-				sched_yield();
-			ok = pread(fd, &buf, sizeof buf, 0) == (ssize_t)sizeof buf &&
-			    !(buf.seq & 1) && pread(fd, &seq, sizeof seq,
-			    offsetof(hp_stats_t, seq)) == (ssize_t)sizeof seq &&
-			    seq == buf.seq;
-		}
-	close(fd);
-	return ok && hp_stats_copy(&buf, st);
-}
-
-/* Is the process that wrote st still running (same pid, same start)? */
-static int alive(const hp_stats_t *st) {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%lld/stat", (long long)st->pid);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	return p && strtoull(p + 1, NULL, 10) == st->start_ticks;
+	for (int tries = 0; tries < 1000; tries++) {
+		if (tries)
+			sched_yield();
+		if (pread(fd, &buf, sizeof buf, off) != (ssize_t)sizeof buf ||
+		    (buf.seq & 1) || pread(fd, &seq, sizeof seq, off +
+		    (off_t)offsetof(hp_stats_t, seq)) != (ssize_t)sizeof seq)
+			continue;
+		if (seq == buf.seq)
+			return buf.pid == pid && hp_stats_copy(&buf, st);
+	}
+	return false;
 }
 
 static void to_stdout(void *ctx, const char *s, size_t n) {
@@ -147,104 +154,80 @@ static void to_stdout(void *ctx, const char *s, size_t n) {
 	fwrite(s, 1, n, stdout);
 }
 
-static int gc(const char *dir) {
-	DIR *d = opendir(dir);
-	if (d == NULL) {
-		fprintf(stderr, "hugepreload: %s: %s\n", dir, strerror(errno));
-		return 1;
-	}
-	struct dirent *e;
-	int removed = 0;
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, "hugepreload.", 12) != 0)
-			continue;
-		char path[PATH_MAX + 256], proc[64];
-		hp_stats_t st;
-		struct stat sb, now;
-		long pid = strtol(e->d_name + 12, NULL, 10);
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		if (load(path, &st, &sb)) {
-			if (alive(&st))
-				continue;
-		} else {
-			/* Unreadable (its process died mid-write, say): judge by
-			 * the pid in its name. */
-			snprintf(proc, sizeof proc, "/proc/%ld", pid);
-			if (pid <= 0 || access(proc, F_OK) == 0 ||
-			    lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
-				continue;
-		}
-		/* Still the file judged, not one a new process made since. */
-		if (lstat(path, &now) != 0 || now.st_ino != sb.st_ino ||
-		    now.st_dev != sb.st_dev)
-			continue;
-		if (unlink(path) == 0) {
-			printf("removed %s (pid %ld is not running)\n", path, pid);
-			removed++;
-		}
-	}
-	closedir(d);
-	printf("%d stale file%s removed\n", removed, removed == 1 ? "" : "s");
-	return 0;
+static bool running(long pid) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld", pid);
+	return access(path, F_OK) == 0;
 }
 
 static int stat_cmd(int argc, char **argv) {
 	hp_format_t fmt = HP_FMT_TEXT;
 	double watch = 0;
 	long pid = 0;
-	int do_gc = 0;
-	char dir[PATH_MAX];
-	default_dir(dir, sizeof dir);
 	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+		char *end;
+		if (strcmp(argv[i], "--json") == 0) {
 			fmt = HP_FMT_JSON;
-		else if (strcmp(argv[i], "--prometheus") == 0)
+		} else if (strcmp(argv[i], "--prometheus") == 0) {
 			fmt = HP_FMT_PROM;
-		else if (strcmp(argv[i], "--watch") == 0 && i + 1 < argc)
-			watch = atof(argv[++i]);
-		else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
-			snprintf(dir, sizeof dir, "%s", argv[++i]);
-		else if (strcmp(argv[i], "--gc") == 0)
-			do_gc = 1;
-		else if ((pid = strtol(argv[i], NULL, 10)) <= 0) {
-			usage(stderr);
+		} else if (strcmp(argv[i], "--watch") == 0) {
+			if (i + 1 == argc || (watch = strtod(argv[++i], &end),
+			    *end != '\0' || end == argv[i] || !(watch > 0 &&
+			    watch <= 86400))) {
+				fprintf(stderr, "hugepreload: --watch needs a number of "
+				    "seconds, more than 0, at most 86400\n");
+				return 2;
+			}
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "hugepreload: unknown option %s to stat (see "
+			    "hugepreload --help)\n", argv[i]);
+			return 2;
+		} else if (pid != 0 || (pid = strtol(argv[i], &end, 10)) <= 0 ||
+		    *end != '\0') {
+			fprintf(stderr, "hugepreload: stat takes one process id, not "
+			    "'%s'\n", argv[i]);
 			return 2;
 		}
 	}
-	if (do_gc)
-		return gc(dir);
 	if (pid <= 0) {
-		usage(stderr);
+		fprintf(stderr, "hugepreload: stat needs a process id (see "
+		    "hugepreload --help)\n");
 		return 2;
 	}
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/hugepreload.%ld", dir, pid);
 	for (int frames = 0;; frames++) {
+		unsigned long start = 0, end = 0;
+		int found = find_page(pid, &start, &end), fd = -1;
+		off_t off = 0;
 		hp_stats_t st;
-		struct stat sb;
-		int got = load(path, &st, &sb);
-		if (!got && frames > 0 && access(path, F_OK) != 0) {
-			printf("hugepreload: pid %ld has exited\n", pid);
-			return 0;
+		bool got = found == 1 && (fd = open_page(pid, start, end, &off)) >=
+		    0 && load(fd, off, pid, &st);
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		if (!got && !running(pid)) {
+			if (frames > 0) {
+				printf("hugepreload: pid %ld has exited\n", pid);
+				return 0;
+			}
+			fprintf(stderr, "hugepreload: no process %ld\n", pid);
+			return 1;
 		}
 		if (!got) {
-			fprintf(stderr, "hugepreload: no counters for pid %ld in %s "
-			    "(not running under hugepreload, not using its huge "
-			    "class yet, or stats_dir:off)\n", pid, dir);
+			if (found < 0 || (found == 1 && fd < 0))
+				fprintf(stderr, "hugepreload: cannot read process %ld: %s "
+				    "(its user and root can)\n", pid, strerror(err));
+			else
+				fprintf(stderr, "hugepreload: process %ld has no counters "
+				    "(not running under hugepreload, not using its huge "
+				    "class yet, or stats_live:false)\n", pid);
 			return 1;
 		}
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
-		hp_stats_meta_t m = {alive(&st), (double)now.tv_sec +
-		    now.tv_nsec / 1e9 - (double)st.updated_ns / 1e9};
+		hp_stats_meta_t m = {true, (double)now.tv_sec + now.tv_nsec / 1e9 -
+		    (double)st.updated_ns / 1e9};
 		hp_stats_format(&st, &m, fmt, to_stdout, NULL);
 		fflush(stdout);
-		if (!m.alive) {
-			fprintf(stderr, "hugepreload: pid %ld is not running: %s is "
-			    "left from it (hugepreload stat --gc removes it)\n", pid,
-			    path);
-			return 3;
-		}
 		if (watch <= 0)
 			return 0;
 		struct timespec t = {(time_t)watch,

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -52,6 +53,9 @@ hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
 	if (pid == 0) {
 		unsetenv("LD_PRELOAD");
 		unsetenv("HUGEPRELOAD_CONF");
+		/* Criterion's own: a Criterion binary run from here would take
+		 * itself for one of this runner's workers. */
+		unsetenv("BXFI_MAP");
 		if (preload)
 			putenv(preload_env);
 		for (; env && *env; env++)
@@ -96,7 +100,7 @@ int hp_err_lines(const hp_run_t *r) {
 }
 
 /* "always [madvise] never" -> "madvise"; a plain number stays as it is. */
-static void current(const char *path, char *out, size_t n) {
+void hp_knob_read(const char *path, char *out, size_t n) {
 	char buf[128] = "";
 	FILE *f = fopen(path, "r");
 	if (f) {
@@ -123,15 +127,34 @@ static bool write_knob(const char *path, const char *value) {
 
 bool hp_knob_set(hp_knob_t *k, const char *path, const char *value) {
 	if (!k->saved) {
+		char old[sizeof k->old];
+		hp_knob_read(path, old, sizeof old);
+		if (old[0] == '\0')
+			return false;        /* absent or unreadable: not ours */
 		snprintf(k->path, sizeof k->path, "%s", path);
-		current(path, k->old, sizeof k->old);
+		memcpy(k->old, old, sizeof old);
 		k->saved = true;
 	}
 	return write_knob(path, value);
+}
+
+void hp_knob_require(hp_knob_t *k, const char *path, const char *value) {
+	if (access(path, F_OK) != 0)
+		cr_skip_test("this host has no %s", path);
+	if (!hp_knob_set(k, path, value))
+		cr_skip_test("could not set %s to %s here: %s", path, value,
+		    strerror(errno));
 }
 
 void hp_knob_restore(hp_knob_t *k) {
 	if (k->saved && !write_knob(k->path, k->old))
 		fprintf(stderr, "could not restore %s to %s\n", k->path, k->old);
 	k->saved = false;
+}
+
+void hp_require_gib_pages(void) {
+	if (access("/sys/kernel/mm/hugepages/hugepages-1048576kB", F_OK) != 0)
+		cr_skip_test("no 1 GiB pages here: no hugepages-1048576kB in "
+		    "/sys/kernel/mm/hugepages (the CPU lacks pdpe1gb, or the "
+		    "kernel does not offer them)");
 }

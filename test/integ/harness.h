@@ -30,8 +30,17 @@ typedef struct {
 	char old[64];
 	bool saved;
 } hp_knob_t;
+/* Sets a knob, having saved its value; false if the host has no such knob
+ * or would not take the value (nothing is saved then). */
 bool hp_knob_set(hp_knob_t *k, const char *path, const char *value);
+/* The same, and the test is skipped, saying why, when it cannot be set. */
+void hp_knob_require(hp_knob_t *k, const char *path, const char *value);
 void hp_knob_restore(hp_knob_t *k);
+/* The current value of a knob ("[madvise]" read as "madvise"); "" if
+ * unreadable. */
+void hp_knob_read(const char *path, char *out, size_t n);
+/* Skips the test, saying why, on a host without 1 GiB pages. */
+void hp_require_gib_pages(void);
 
 #define THP_ENABLED "/sys/kernel/mm/transparent_hugepage/enabled"
 #define THP_DEFRAG  "/sys/kernel/mm/transparent_hugepage/defrag"

@@ -156,23 +156,32 @@ Test(conf, chain_keys) {
 }
 
 Test(conf, stats_keys_in_a_run) {
-	hp_run_t r = run_conf("strand_limit:64m,stats_dir:off", "1", 0,
+	hp_run_t r = run_conf("strand_limit:64m", "1", 0,
 	    "large_threshold:1048576,backing:auto,hugetlb_size:2m,"
 	    "collapse:false,decay_ms:5000,reserve:1099511627776,"
 	    "strand_limit:67108864" LT);
 	hp_run_free(&r);
 	const char *bad[][2] = {{"strand_limit:120%", "default 25%"},
 	    {"stats_format:yaml", "default text"},
-	    {"stats_print:yes", "default false"}, {"stats_dir:", "/dev/shm"}};
+	    {"stats_print:yes", "default false"},
+	    {"stats_live:no", "default true"},
+	    {"stats_dir:/dev/shm", "stats_dir in HUGEPRELOAD_CONF is gone"}};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-		r = run_conf(bad[i][0], "1", 1, DEFAULT_POLICY);
+		r = run_conf(bad[i][0], "8388608", 1, DEFAULT_POLICY);
 		cr_assert(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+		cr_assert_eq(hp_kv(&r, "stats_page"), 1, "%s", bad[i][0]);
 		hp_run_free(&r);
 	}
-	/* stats_dir:off: no file; a directory that cannot be used: one
-	 * line, and the program runs on. */
-	r = run_conf("stats_dir:/nonexistent/dir", "8388608", 1, DEFAULT_POLICY);
-	cr_assert(strstr(r.err, "live counters are off"), "%s", r.err);
+	/* The live counters' page comes with the huge class, unless
+	 * stats_live:false. */
+	r = run_conf("stats_live:true", "8388608", 0, DEFAULT_POLICY);
+	cr_assert_eq(hp_kv(&r, "stats_page"), 1);
+	hp_run_free(&r);
+	r = run_conf("stats_live:false", "8388608", 0, DEFAULT_POLICY);
+	cr_assert_eq(hp_kv(&r, "stats_page"), 0);
+	hp_run_free(&r);
+	r = run_conf("", "1", 0, DEFAULT_POLICY);
+	cr_assert_eq(hp_kv(&r, "stats_page"), 0, "no huge class, no page");
 	hp_run_free(&r);
 }
 

@@ -66,7 +66,7 @@ Test(placement, small_on_4k_nohugepage) {
 }
 
 Test(placement, small_on_4k_with_thp_always, .fini = restore) {
-	cr_assert(hp_knob_set(&thp, THP_ENABLED, "always"));
+	hp_knob_require(&thp, THP_ENABLED, "always");
 	/* Control: jemalloc without our policy gets huge pages here. */
 	const char *ctl_env[] = {"LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", NULL};
 	const char *argv[] = {hp_path("place_small"), "1000000", "64", NULL};
@@ -79,7 +79,7 @@ Test(placement, small_on_4k_with_thp_always, .fini = restore) {
 }
 
 Test(placement, backing_none_keeps_large_on_4k, .fini = restore) {
-	cr_assert(hp_knob_set(&thp, THP_ENABLED, "always"));
+	hp_knob_require(&thp, THP_ENABLED, "always");
 	const char *env[] = {"HUGEPRELOAD_CONF=backing:none", NULL};
 	const char *argv[] = {hp_path("place_large"), "64", NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
@@ -92,7 +92,7 @@ Test(placement, backing_none_keeps_large_on_4k, .fini = restore) {
 }
 
 Test(placement, thp_never_falls_back_to_4k_and_says_so, .fini = restore) {
-	cr_assert(hp_knob_set(&thp, THP_ENABLED, "never"));
+	hp_knob_require(&thp, THP_ENABLED, "never");
 	const char *argv[] = {hp_path("place_large"), "64", NULL};
 	hp_run_t r = hp_run(argv, NULL, true, NULL);
 	cr_assert_eq(r.code, 0, "%s", r.err);

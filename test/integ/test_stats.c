@@ -7,11 +7,23 @@
 #include <string.h>
 #include "harness.h"
 
-/* Runs a shell script with HP (the command) and P (a helper dir) set. */
+/* Runs a shell script with HP (the command), B (the build directory), T
+ * (a temporary directory, removed after) and two helpers: until_ok CMD
+ * retries CMD every 0.1 s for up to 60 s (conditions are polled, never
+ * raced against a fixed sleep); start CMD runs CMD in the background with
+ * its output in $T/out and sets pid and child from its pid= and child=
+ * lines. */
 static hp_run_t script(const char *body, const char *conf) {
-	char s[4096], env0[300];
-	snprintf(s, sizeof s, "HP=%s; B=%s; %s", hp_path("hugepreload"),
-	    hp_path(""), body);
+	char s[8192], env0[300];
+	snprintf(s, sizeof s, "HP=%s; B=%s; T=$(mktemp -d); "
+	    "trap 'rm -rf $T' EXIT; "
+	    "until_ok() { i=0; until \"$@\"; do i=$((i + 1)); "
+	    "[ $i -lt 600 ] || { echo \"timed out: $*\" >&2; return 1; }; "
+	    "sleep 0.1; done; }; "
+	    "start() { \"$@\" > $T/out & until_ok grep -q '^child=' $T/out; "
+	    "pid=$(sed -n 's/^pid=//p' $T/out); "
+	    "child=$(sed -n 's/^child=//p' $T/out); }; %s",
+	    hp_path("hugepreload"), hp_path(""), body);
 	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf ? conf : "");
 	const char *env[] = {env0, NULL};
 	const char *argv[] = {"/bin/sh", "-c", s, NULL};
@@ -42,79 +54,169 @@ Test(stats, print_at_exit_text_json_prometheus) {
 	hp_run_free(&r);
 }
 
-/* While the program runs: the file is 0600, stat reads it in all three
- * formats with no signal sent, and the file is gone after exit. */
+/* A stats_file that cannot be opened: one line with the error's text, and
+ * the program's own exit status. */
+Test(stats, stats_file_error_has_its_text) {
+	const char *argv[] = {hp_path("place_large"), "8", NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=stats_print:true,"
+	    "stats_file:/nonexistent/dir/stats", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "could not open stats_file /nonexistent/dir/"
+	    "stats (No such file or directory)"), "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* While the program runs, stat reads its counters from outside in all
+ * three formats, with no signal sent and no descriptor held by the
+ * program; once it has exited there is nothing to read. */
 Test(stats, live_from_outside) {
 	hp_run_t r = script(
-	    "$HP -- ${B}sleeper 3 > /tmp/hp-sl.$$ & sleep 1.5; "
-	    "pid=$(sed -n 's/^pid=//p' /tmp/hp-sl.$$); "
-	    "stat -c mode=%a /dev/shm/hugepreload.$pid; "
-	    "$HP stat $pid | grep -E '^live_bytes' ; "
-	    "$HP stat $pid --json | python3 -m json.tool >/dev/null && echo json=ok; "
+	    "start $HP -- ${B}sleeper; "
+	    "live() { $HP stat $pid > $T/s 2>/dev/null && "
+	    "awk '/^live_bytes/ { exit !($3 >= 67108864) }' $T/s; }; "
+	    "until_ok live; grep -E '^live_bytes' $T/s; "
+	    "$HP stat $pid --json | python3 -m json.tool >/dev/null && "
+	    "echo json=ok; "
 	    "$HP stat $pid --prometheus | python3 ${B}promcheck.py; "
-	    "wait; ls /dev/shm/hugepreload.$pid 2>/dev/null || echo gone; "
-	    "rm -f /tmp/hp-sl.$$", NULL);
+	    "echo pages=$(grep -c /memfd:hugepreload-stats /proc/$pid/maps); "
+	    "echo fds=$(ls -l /proc/$pid/fd | grep -c memfd:hugepreload); "
+	    "kill $pid; wait; $HP stat $pid; echo rc=$?", NULL);
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-	cr_assert(strstr(r.out, "mode=600\n"), "%s", r.out);
 	long small, huge;
 	const char *l = strstr(r.out, "live_bytes");
 	cr_assert(l && sscanf(l, "live_bytes %ld %ld", &small, &huge) == 2,
 	    "%s", r.out);
 	cr_assert_geq(huge, 64 << 20, "the 64 MiB block: %ld", huge);
-	cr_assert(strstr(r.out, "json=ok\n") && strstr(r.out, "ok ") &&
-	    strstr(r.out, "gone\n"), "%s%s", r.out, r.err);
-	hp_run_free(&r);
-}
-
-Test(stats, watch_until_exit) {
-	hp_run_t r = script("$HP -- ${B}sleeper 2 > /tmp/hp-w.$$ & sleep 0.5; "
-	    "pid=$(sed -n 's/^pid=//p' /tmp/hp-w.$$); $HP stat $pid --watch 0.5 "
-	    "| grep -c '^hugepreload stats'; wait; rm -f /tmp/hp-w.$$", NULL);
-	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-	cr_assert_geq(atoi(r.out), 2, "frames: %s", r.out);
-	hp_run_free(&r);
-}
-
-Test(stats, stats_dir_and_fork_child_file) {
-	hp_run_t r = script("d=$(mktemp -d); HUGEPRELOAD_CONF=stats_dir:$d "
-	    "$HP -- ${B}sleeper 3 fork > $d/out & sleep 1.5; "
-	    "pid=$(sed -n 's/^pid=//p' $d/out); "
-	    "child=$(sed -n 's/^child=//p' $d/out); "
-	    "ls $d | grep -c hugepreload; "
-	    "$HP stat $child --dir $d | grep -E '^live_bytes'; wait; "
-	    "ls $d | grep -c hugepreload; rm -rf $d", NULL);
-	cr_assert(strncmp(r.out, "2\n", 2) == 0, "parent and child files:\n%s%s",
+	cr_assert(strstr(r.out, "json=ok\n") && strstr(r.out, "ok "), "%s%s",
 	    r.out, r.err);
+	cr_assert(strstr(r.out, "pages=1\nfds=0\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "rc=1\n") && strstr(r.err, "no process"),
+	    "%s%s", r.out, r.err);
+	hp_run_free(&r);
+}
+
+/* --watch prints until the program exits, then says so. */
+Test(stats, watch_until_exit) {
+	hp_run_t r = script("start $HP -- ${B}sleeper; "
+	    "until_ok $HP stat $pid >/dev/null 2>&1; "
+	    "$HP stat $pid --watch 0.2 > $T/w & w=$!; "
+	    "frames() { test \"$(grep -c '^hugepreload stats' $T/w)\" -ge 2; }; "
+	    "until_ok frames; "
+	    "kill $pid; wait $w; echo rc=$?; grep -c '^hugepreload stats' $T/w; "
+	    "tail -n 1 $T/w", NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "rc=0\n"), "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "has exited\n"), "%s", r.out);
+	cr_assert_geq(atoi(strstr(r.out, "rc=0\n") + 5), 2, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* A fork child does not share its parent's page: it has its own, with its
+ * own counters, and the parent's is not mapped in it. */
+Test(stats, fork_child_has_its_own_page) {
+	hp_run_t r = script("start $HP -- ${B}sleeper fork; "
+	    "child_live() { $HP stat $child > $T/c 2>/dev/null && "
+	    "awk '/^live_bytes/ { exit !($3 >= 100663296) }' $T/c; }; "
+	    "until_ok child_live; grep -E '^live_bytes' $T/c; "
+	    "echo parent_pages=$(grep -c /memfd:hugepreload-stats "
+	    "/proc/$pid/maps) child_pages=$(grep -c "
+	    "/memfd:hugepreload-stats /proc/$child/maps); "
+	    "grep -E '^hugepreload stats: pid' $T/c; "
+	    "echo child=$child; kill $pid $child; wait", NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	long small, huge;
 	const char *l = strstr(r.out, "live_bytes");
 	cr_assert(l && sscanf(l, "live_bytes %ld %ld", &small, &huge) == 2,
 	    "%s", r.out);
-	cr_assert_geq(huge, 32 << 20, "the child's own 32 MiB: %ld", huge);
-	cr_assert(strstr(r.out, "\n0\n"), "files left: %s", r.out);
+	/* Its own 32 MiB, and the parent's 64 MiB it shares until written. */
+	cr_assert_geq(huge, 96 << 20, "the child's: %ld", huge);
+	cr_assert(strstr(r.out, "parent_pages=1 child_pages=1\n"), "%s", r.out);
+	long child = 0, shown = -1;
+	const char *c = strstr(r.out, "\nchild=");
+	const char *p = strstr(r.out, "hugepreload stats: pid ");
+	cr_assert(c && p && sscanf(c, "\nchild=%ld", &child) == 1 &&
+	    sscanf(p, "hugepreload stats: pid %ld", &shown) == 1, "%s", r.out);
+	cr_assert_eq(shown, child, "%s", r.out);
 	hp_run_free(&r);
 }
 
-/* Short processes that never use the huge class leave no file, even when
- * they end without exit handlers (as shells do). */
-Test(stats, no_file_without_the_huge_class) {
-	hp_run_t r = script("before=$(ls /dev/shm | grep -c hugepreload); "
-	    "$HP -- sh -c 'ls /dev/shm/hugepreload.$$ 2>/dev/null | wc -l'; "
-	    "after=$(ls /dev/shm | grep -c hugepreload); "
-	    "echo left=$((after - before))", NULL);
-	cr_assert(strstr(r.out, "0\nleft=0\n"), "%s%s", r.out, r.err);
+/* Short processes that never use the huge class have no page. */
+Test(stats, no_page_without_the_huge_class) {
+	hp_run_t r = script("$HP -- sh -c 'grep -c hugepreload-stats "
+	    "/proc/$$/maps'; echo rc=$?", NULL);
+	cr_assert(strstr(r.out, "0\nrc=1\n"), "%s%s", r.out, r.err);
 	hp_run_free(&r);
 }
 
-Test(stats, dead_process_reported_and_gc) {
-	hp_run_t r = script("$HP -- ${B}sleeper 30 > /tmp/hp-d.$$ & sleep 1; "
-	    "pid=$(sed -n 's/^pid=//p' /tmp/hp-d.$$); kill -9 $pid; wait; "
-	    "$HP stat $pid > /dev/null; echo rc=$?; $HP stat --gc; "
-	    "ls /dev/shm/hugepreload.$pid 2>/dev/null || echo gone; "
-	    "rm -f /tmp/hp-d.$$", NULL);
-	cr_assert(strstr(r.out, "rc=3\n"), "%s%s", r.out, r.err);
-	cr_assert(strstr(r.err, "is not running"), "%s", r.err);
-	cr_assert(strstr(r.out, "removed /dev/shm/hugepreload."), "%s", r.out);
-	cr_assert(strstr(r.out, "gone\n"), "%s", r.out);
+/* Stopped by SIGTERM (what systemctl stop sends) or SIGKILL, a process
+ * leaves nothing behind: under the default policy the library creates,
+ * opens for writing or removes no file at all (strace shows every file
+ * call of the process), and /dev/shm is as it was. */
+static void nothing_left(const char *sig) {
+	char body[2048];
+	snprintf(body, sizeof body, "command -v strace >/dev/null || "
+	    "{ echo no-strace; exit 0; }; ls -A /dev/shm > $T/before; "
+	    "start strace -f -qq -o $T/trace "
+	    "-e trace=%%file,%%desc,memfd_create $HP -- ${B}sleeper; "
+	    "until_ok $HP stat $pid >/dev/null 2>&1; kill -%s $pid; wait; "
+	    "ls -A /dev/shm > $T/after; cmp -s $T/before $T/after && "
+	    "echo shm=same; echo memfd=$(grep -c 'memfd_create(\"hugepreload' "
+	    "$T/trace); grep -E 'O_CREAT|O_WRONLY|O_RDWR|O_TRUNC|^[0-9]+ "
+	    "+(mkdir|unlink|rename|link|symlink|truncate|mknod|creat)' "
+	    "$T/trace | grep -v '/dev/null' | sed 's/^/writes: /'; "
+	    "echo done", sig);
+	hp_run_t r = script(body, NULL);
+	if (strstr(r.out, "no-strace"))
+		cr_skip_test("strace is not installed (scripts/setup-deps "
+		    "installs it)");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "shm=same\nmemfd=1\n"), "%s%s", r.out, r.err);
+	cr_assert_null(strstr(r.out, "writes: "), "%s", r.out);
+	cr_assert(strstr(r.out, "done\n"), "%s", r.out);
+	hp_run_free(&r);
+}
+
+Test(stats, nothing_left_after_sigterm) {
+	nothing_left("TERM");
+}
+
+Test(stats, nothing_left_after_sigkill) {
+	nothing_left("KILL");
+}
+
+/* The kernel decides who reads the counters, as for a debugger: root and
+ * the process's own user, not another unprivileged user. */
+Test(stats, readable_by_its_user_and_root_only) {
+	hp_run_t r = script("U='setpriv --reuid=65534 --regid=65534 "
+	    "--clear-groups'; V='setpriv --reuid=65533 --regid=65533 "
+	    "--clear-groups'; $U test -x ${B}sleeper -a -r "
+	    "${B}libhugepreload.so || { echo no-access; exit 0; }; "
+	    "start $U $HP -- ${B}sleeper; "
+	    "until_ok $HP stat $pid >/dev/null 2>&1; echo root=$?; "
+	    "$U $HP stat $pid >/dev/null; echo own=$?; "
+	    "$V $HP stat $pid >/dev/null 2>$T/err; echo other=$?; cat $T/err; "
+	    "kill $pid; wait", NULL);
+	if (strstr(r.out, "no-access"))
+		cr_skip_test("the build directory is not readable by nobody");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "root=0\n"), "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "other=1\n") && strstr(r.out,
+	    "cannot read process") && strstr(r.out, "Permission denied"),
+	    "%s%s", r.out, r.err);
+	long scope = -1;
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &scope) != 1)
+			scope = -1;
+		fclose(f);
+	}
+	if (scope >= 1)
+		cr_skip_test("kernel.yama.ptrace_scope is %ld: only root may "
+		    "read another process's memory here (the README says "
+		    "so)", scope);
+	cr_assert(strstr(r.out, "own=0\n"), "%s%s", r.out, r.err);
 	hp_run_free(&r);
 }
 
@@ -211,7 +313,9 @@ Test(wrapper, help_lists_every_key) {
 	cr_assert_eq(r.code, 0);
 	const char *keys[] = {"large_threshold", "backing", "hugetlb_size",
 	    "collapse", "decay_ms", "reserve", "strand_limit", "stats_print",
-	    "stats_format", "stats_file", "stats_dir", "verbose"};
+	    "stats_format", "stats_file", "stats_live", "verbose", "lifetime",
+	    "lifetime_sample", "lifetime_ms", "lifetime_record",
+	    "lifetime_profile"};
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
 		char k[40];
 		snprintf(k, sizeof k, "\n  %s ", keys[i]);

@@ -23,12 +23,8 @@ int main(void) {
 		live += malloc_usable_size(b[i]);
 	malloc_trim(0);                      /* also refreshes the counters */
 	hp_stats_t st;
-	char path[64];
-	snprintf(path, sizeof path, "/dev/shm/hugepreload.%d", (int)getpid());
-	int fd = open(path, O_RDONLY);
-	if (fd < 0 || pread(fd, &st, sizeof st, 0) != (ssize_t)sizeof st)
+	if (!probe_stats(&st))
 		return 2;
-	close(fd);
 	/* The mappings that hold the live blocks. */
 	probe_vma_t *v;
 	size_t nv = probe_vmas(&v), vmas = 0;

@@ -7,7 +7,10 @@
  *        lifetime flip NODES        one site long-lived, then churny
  *        lifetime spawn THREADS     threads that allocate once each
  *        lifetime samplers THREADS  threads that each keep 2 MiB of 256 B
- *                                   objects; RSS while all are alive */
+ *                                   objects; RSS while all are alive
+ *        lifetime handback THREADS  index nodes freed (by their thread, then
+ *                                   across threads), then request buffers of
+ *                                   the same size: where those are */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "hpclass.h"
 #include "probe.h"
 
 static void *(*node_fn)(void);
@@ -109,10 +113,15 @@ static int spawn(long n) {
 }
 
 static pthread_barrier_t kept, measured;
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
 
-/* 2 MiB of 256 B objects, kept until the main thread has measured. */
+/* 2 MiB of 256 B objects, kept until the main thread has measured. The
+ * threads allocate in turn, so that none misses its samples because
+ * another one is sampling (the library skips a sample then): the count
+ * does not depend on how the threads are scheduled. */
 static void *keeper(void *arg) {
 	enum { N = 8192 };
+	pthread_mutex_lock(&turn);
 	char **p = malloc(N * sizeof *p);
 	int ok = p != NULL;
 	for (int i = 0; ok && i < N; i++) {
@@ -120,6 +129,7 @@ static void *keeper(void *arg) {
 		if (ok)
 			memset(p[i], i & 0xff, 256);
 	}
+	pthread_mutex_unlock(&turn);
 	pthread_barrier_wait(&kept);
 	pthread_barrier_wait(&measured);
 	for (int i = 0; ok && i < N; i++) {
@@ -150,6 +160,97 @@ static int samplers(long n) {
 	return 0;
 }
 
+/*
+ * Handback: once the index site is promoted (run under a profile that
+ * says so), its objects come from the huge class. Freed, they must go back
+ * there: none may be handed to the next allocation of the same size from
+ * another site, whichever thread freed it. The main thread frees its own
+ * nodes; then each of THREADS threads frees its neighbour's. After each
+ * round every freeing thread makes HB request buffers and reports any that
+ * is not a small-class object in an nh mapping.
+ */
+enum { HB = 100000 };
+static long hb_threads;
+static void **hb_sets[64];
+static pthread_barrier_t hb_made, hb_freed;
+static long hb_node_huge[65], hb_not_small, hb_not_nh;
+static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void **make_nodes(long *huge) {
+	void **set = malloc(HB * sizeof *set);
+	*huge = 0;
+	add_nodes(set, 0, HB, false, false);     /* the index's call site */
+	for (long i = 0; i < HB; i++)
+		*huge += hp_class_of(set[i]) == 2;
+	return set;
+}
+
+/* HB request buffers, all kept until checked: where is each? */
+static void check_requests(void) {
+	void **r = malloc(HB * sizeof *r);
+	long not_small = 0, not_nh = 0;
+	for (long i = 0; i < HB; i++) {
+		r[i] = request_buf();
+		not_small += hp_class_of(r[i]) != 1;
+	}
+	probe_vma_t *v;
+	size_t nv = probe_vmas(&v);
+	for (long i = 0; i < HB; i++) {
+		const probe_vma_t *m = probe_find(v, nv, r[i]);
+		not_nh += m == NULL || !probe_has_flag(m, "nh");
+	}
+	free(v);
+	for (long i = 0; i < HB; i++)
+		free(r[i]);
+	free(r);
+	pthread_mutex_lock(&hb_lock);
+	hb_not_small += not_small;
+	hb_not_nh += not_nh;
+	pthread_mutex_unlock(&hb_lock);
+}
+
+static void *hb_thread(void *arg) {
+	long id = (long)(intptr_t)arg;
+	hb_sets[id] = make_nodes(&hb_node_huge[id + 1]);
+	pthread_barrier_wait(&hb_made);
+	void **peer = hb_sets[(id + 1) % hb_threads];
+	for (long i = 0; i < HB; i++)
+		free(peer[i]);
+	pthread_barrier_wait(&hb_freed);
+	check_requests();
+	return NULL;
+}
+
+static int handback(long threads) {
+	if (threads < 1 || threads > 64)
+		return 2;
+	/* The same thread first. */
+	void **own = make_nodes(&hb_node_huge[0]);
+	for (long i = 0; i < HB; i++)
+		free(own[i]);
+	free(own);
+	check_requests();
+	/* Then across threads. */
+	hb_threads = threads;
+	pthread_barrier_init(&hb_made, NULL, (unsigned)threads);
+	pthread_barrier_init(&hb_freed, NULL, (unsigned)threads);
+	pthread_t t[64];
+	for (long i = 0; i < threads; i++)
+		if (pthread_create(&t[i], NULL, hb_thread, (void *)(intptr_t)i))
+			return 4;
+	for (long i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	long min = HB;
+	for (long i = 0; i <= threads; i++)
+		min = hb_node_huge[i] < min ? hb_node_huge[i] : min;
+	for (long i = 0; i < threads; i++)
+		free(hb_sets[i]);
+	printf("nodes_huge_frac_min=%.3f\nrequests_not_small=%ld\n"
+	    "requests_not_nh=%ld\ndata_ok=1\n", (double)min / HB, hb_not_small,
+	    hb_not_nh);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
@@ -159,6 +260,8 @@ int main(int argc, char **argv) {
 	if (strcmp(argv[1], "samplers") == 0)
 		return samplers(n);
 	node_fn = index_node;
+	if (strcmp(argv[1], "handback") == 0)
+		return handback(n);
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
 		void *h = argc > 3 ? dlopen(argv[3], RTLD_NOW) : NULL;

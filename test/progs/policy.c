@@ -5,6 +5,7 @@
 #include <string.h>
 #include "hpclass.h"
 #include "probe.h"
+#include "types.h"
 
 int main(int argc, char **argv) {
 	size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
@@ -18,8 +19,10 @@ int main(int argc, char **argv) {
 	probe_vma_t *v;
 	size_t nv = probe_vmas(&v);
 	const probe_vma_t *m = probe_find(v, nv, p);
-	printf("policy=%s\nclass=%d\nhg=%d\nnh=%d\n", buf, hp_class_of(p),
-	    m && probe_has_flag(m, "hg"), m && probe_has_flag(m, "nh"));
+	hp_stats_t st;
+	printf("policy=%s\nclass=%d\nhg=%d\nnh=%d\nstats_page=%d\n", buf,
+	    hp_class_of(p), m && probe_has_flag(m, "hg"),
+	    m && probe_has_flag(m, "nh"), probe_stats(&st));
 	free(p);
 	free(v);
 	return 0;

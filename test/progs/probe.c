@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "probe.h"
+#include "types.h"
 
 size_t probe_vmas(probe_vma_t **out) {
 	FILE *f = fopen("/proc/self/smaps", "r");
@@ -185,4 +186,30 @@ long long probe_vmstat(const char *key) {
 	if (f)
 		fclose(f);
 	return found;
+}
+
+bool probe_stats(void *out) {
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	unsigned long a = 0, b;
+	bool found = false;
+	while (!found && f && fgets(line, sizeof line, f))
+		found = strstr(line, "/memfd:" HP_STATS_NAME " ") &&
+		    sscanf(line, "%lx-%lx", &a, &b) == 2;
+	if (f)
+		fclose(f);
+	if (!found)
+		return false;
+	const volatile hp_stats_t *page = (const volatile hp_stats_t *)a;
+	hp_stats_t *st = out;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t s1 = __atomic_load_n(&page->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1)
+			continue;
+		memcpy(st, (const void *)page, sizeof *st);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&page->seq, __ATOMIC_RELAXED) == s1)
+			return st->magic == HP_STATS_MAGIC;
+	}
+	return false;
 }

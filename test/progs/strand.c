@@ -1,6 +1,6 @@
 /* The seed's stranding demo in the huge class: fill MiB of huge-class
  * memory with pieces, free all but one piece per 2 MiB page, then make no
- * allocator call and watch this process's counters (its stats file) and
+ * allocator call and watch this process's counters (its stats page) and
  * RSS for up to WAIT seconds, until stranded bytes reach WANT_MIB (mode
  * "strand") or RSS falls to limit + live + 16 MiB (mode "limit").
  * Mode "tail": one live object of PIECE_KIB in a THP page the rest of
@@ -23,18 +23,7 @@
 #include "types.h"
 
 static int read_stats(hp_stats_t *st) {
-	char path[64];
-	snprintf(path, sizeof path, "/dev/shm/hugepreload.%d", (int)getpid());
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	int ok = 0;
-	for (int i = 0; i < 100 && !ok; i++) {
-		ok = pread(fd, st, sizeof *st, 0) == (ssize_t)sizeof *st &&
-		    !(st->seq & 1);
-	}
-	close(fd);
-	return ok;
+	return probe_stats(st);
 }
 
 static double now(void) {

@@ -27,7 +27,7 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->lifetime_ms == b->lifetime_ms &&
 	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
 	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0 &&
-	    strcmp(a->stats_dir, b->stats_dir) == 0 &&
+	    a->stats_live == b->stats_live &&
 	    strcmp(a->stats_file, b->stats_file) == 0;
 }
 
@@ -142,30 +142,39 @@ Test(conf, unknown_and_malformed) {
 Test(conf, stats_and_strand_keys) {
 	msgs_t m;
 	hp_conf_t c = parse("stats_print:true,stats_format:prometheus,"
-	    "stats_file:/tmp/a:b.txt,stats_dir:/run/hp,strand_limit:40%", &m);
+	    "stats_file:/tmp/a:b.txt,stats_live:false,strand_limit:40%", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert(c.stats_print);
 	cr_assert_eq(c.stats_format, HP_FMT_PROM);
 	cr_assert_str_eq(c.stats_file, "/tmp/a:b.txt", "a ':' in the value");
-	cr_assert_str_eq(c.stats_dir, "/run/hp");
+	cr_assert_not(c.stats_live);
 	cr_assert(c.strand_pct && c.strand_limit == 40);
-	c = parse("strand_limit:64m,stats_format:json,stats_dir:off", &m);
+	c = parse("strand_limit:64m,stats_format:json,stats_live:true", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert(!c.strand_pct && c.strand_limit == (size_t)64 << 20);
 	cr_assert_eq(c.stats_format, HP_FMT_JSON);
-	cr_assert_str_eq(c.stats_dir, "off");
+	cr_assert(c.stats_live);
 	c = parse("strand_limit:0%,strand_limit:100%", &m);
 	cr_assert(c.strand_pct && c.strand_limit == 100);
 	const char *bad[] = {"stats_print:1", "stats_format:xml",
-	    "stats_format:", "stats_file:", "stats_dir:", "strand_limit:101%",
-	    "strand_limit:%", "strand_limit:-1", "strand_limit:5q"};
+	    "stats_format:", "stats_file:", "stats_live:", "stats_live:off",
+	    "strand_limit:101%", "strand_limit:%", "strand_limit:-1",
+	    "strand_limit:5q"};
 	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 	char longpath[400];
 	memset(longpath, 'a', sizeof longpath);
-	memcpy(longpath, "stats_dir:", 10);
+	memcpy(longpath, "stats_file:", 11);
 	longpath[sizeof longpath - 1] = '\0';
 	c = parse(longpath, &m);
 	cr_assert_eq(m.n, 1, "a path too long");
+	/* The key of old versions: one line, and nothing else changes. */
+	hp_conf_t d;
+	hp_conf_defaults(&d);
+	c = parse("stats_dir:/run/hp", &m);
+	cr_assert_eq(m.n, 1);
+	cr_assert(strstr(m.last, "stats_dir") && strstr(m.last, "ignored"),
+	    "%s", m.last);
+	cr_assert(same(&c, &d));
 }
 
 Test(conf, lifetime_keys) {

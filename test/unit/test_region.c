@@ -85,7 +85,10 @@ static long rss_kb_of(const void *p) {
 Test(region, carve_release_reuse) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
-	cr_assert(hp_region_init((size_t)1 << 32));
+	uintptr_t zone;
+	size_t zone_size;
+	cr_assert(hp_region_init((size_t)1 << 32, false, &zone, &zone_size));
+	cr_assert_eq(zone_size, 0);
 	cr_assert_eq(hp_region.base % HP_HUGE, 0);
 	cr_assert_eq(hp_region.size, (size_t)1 << 32);
 	/* 3 MiB committed: maps 2 huge pages, touches none yet. */

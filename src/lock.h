@@ -1,0 +1,85 @@
+/*
+ * The library's own locks, with their ranks written down. A thread takes
+ * locks in increasing rank only; debug builds (make check-debug) check it
+ * on every acquisition, and check that functions documented "lock held"
+ * are called with it held. Release builds compile to plain mutexes.
+ *
+ * Rank  Lock                  Held around
+ *  1    huge.c start_lock     arena creation: jemalloc's locks, the hooks
+ *  2    stats.c refresh_lock  jemalloc's mallctl, hp_region_scan
+ *  3    sample.c sample_lock  dl_iterate_phdr (the loader's lock)
+ *  4    site.c site_lock      the site, key and sample tables only
+ *       ---- jemalloc's own locks come here ----
+ *  8    region.c region_lock  the huge class's page states, mmap/madvise
+ *  9    sample.c zone_lock    the sample zone's bump pointer
+ * 10    edata.c edata_lock    the descriptor pages
+ * Ranks 8 to 10 are leaves, taken inside jemalloc's extent code with
+ * nothing taken under them; only fork's prepare handlers hold them
+ * together (init.c), in this order.
+ */
+#ifndef HP_LOCK_H
+#define HP_LOCK_H
+
+#include <pthread.h>
+#include "internal.h"
+
+#pragma GCC visibility push(hidden)
+
+enum {
+	HP_RANK_START = 1,
+	HP_RANK_REFRESH = 2,
+	HP_RANK_SAMPLE = 3,
+	HP_RANK_SITE = 4,
+	HP_RANK_REGION = 8,
+	HP_RANK_ZONE = 9,
+	HP_RANK_EDATA = 10,
+};
+
+typedef struct {
+	pthread_mutex_t m;
+	unsigned rank;
+#ifdef HP_DEBUG
+	int owner;               /* thread id of the holder, 0 if none */
+#endif
+} hp_lock_t;
+
+#define HP_LOCK_INIT(r) {PTHREAD_MUTEX_INITIALIZER, (r)}
+
+#ifdef HP_DEBUG
+void hp_lock_acquired(hp_lock_t *l);
+void hp_lock_releasing(hp_lock_t *l);
+void hp_lock_check_order(const hp_lock_t *l);
+void hp_lock_assert_held(const hp_lock_t *l);
+#else
+#define hp_lock_acquired(l) ((void)(l))
+#define hp_lock_releasing(l) ((void)(l))
+#define hp_lock_check_order(l) ((void)(l))
+#define hp_lock_assert_held(l) ((void)(l))
+#endif
+
+static inline void hp_lock(hp_lock_t *l) {
+	hp_lock_check_order(l);
+	pthread_mutex_lock(&l->m);
+	hp_lock_acquired(l);
+}
+
+/* True if taken. No order check: a failed try cannot deadlock. */
+static inline bool hp_trylock(hp_lock_t *l) {
+	if (pthread_mutex_trylock(&l->m) != 0)
+		return false;
+	hp_lock_acquired(l);
+	return true;
+}
+
+static inline void hp_unlock(hp_lock_t *l) {
+	hp_lock_releasing(l);
+	pthread_mutex_unlock(&l->m);
+}
+
+/* In a fork child: the lock is free again (the forking thread, the only
+ * one left, may have held it across fork). */
+void hp_lock_reinit(hp_lock_t *l);
+
+#pragma GCC visibility pop
+
+#endif

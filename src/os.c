@@ -1,0 +1,72 @@
+/*
+ * The system calls the library makes on its own behalf, made so that the
+ * host program cannot tell: descriptors are close-on-exec and never 0, 1
+ * or 2 once the call returns (a program started with stdio closed must
+ * find those numbers free), and address space is reserved PROT_NONE.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "internal.h"
+
+/* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with
+ * fd closed either way. */
+int hp_fd_high(int fd) {
+	if (fd < 0 || fd > STDERR_FILENO)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+	close(fd);
+	return high;
+}
+
+int hp_open(const char *path, int flags, int mode) {
+	return hp_fd_high(open(path, flags | O_CLOEXEC, mode));
+}
+
+ssize_t hp_read_file(const char *path, char *buf, size_t n) {
+	int fd = hp_open(path, O_RDONLY, 0);
+	if (fd < 0)
+		return -1;
+	ssize_t got = 0, r;
+	while ((size_t)got < n - 1 && (r = read(fd, buf + got, n - 1 -
+	    (size_t)got)) > 0)
+		got += r;
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+long hp_read_long(const char *path) {
+	char buf[32];
+	return hp_read_file(path, buf, sizeof buf) > 0 ?
+	    strtol(buf, NULL, 10) : -1;
+}
+
+void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
+	if (len > SIZE_MAX - align)
+		return NULL;
+	char *raw = mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
+	    flags, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+	if (p != raw)
+		munmap(raw, (size_t)(p - raw));
+	munmap(p + len, align - (size_t)(p - raw));
+	return p;
+}
+
+void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+    size_t *got) {
+	for (size_t size = want; size >= min; size >>= 1) {
+		void *p = hp_map_aligned(size, align, PROT_NONE, flags);
+		if (p != NULL) {
+			*got = size;
+			return p;
+		}
+	}
+	return NULL;
+}
