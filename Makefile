@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test demo bench bench-quick bench-callgrind bench-threshold clean
+.PHONY: all deps test check-debug demo bench bench-quick bench-callgrind bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -49,11 +49,27 @@ $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(HP_CFLAGS) -c $< -o $@
 
+# The library from objects $(1): the malloc family and the public API
+# exported, nothing else; every symbol resolved at link time.
+LINK_LIB = $(CC) -shared -o $@ $(1) $(BUILD)/libjemalloc_hp.a \
+	-Wl,--version-script=src/exports.map \
+	-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so \
+	-lunwind -lpthread -ldl
+
 $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
-	$(CC) -shared -o $@ $(OBJS) $(BUILD)/libjemalloc_hp.a \
-		-Wl,--version-script=src/exports.map \
-		-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so \
-		-lunwind -lpthread -ldl
+	$(call LINK_LIB,$(OBJS))
+
+# The debug build: hp_assert checked (page indexes, ranges, lock ranks and
+# owners). The unit tests link its objects; make check-debug runs the
+# contract and integration tests against its library.
+DEBUG := $(BUILD)/debug
+DBG_OBJS := $(SRCS:src/%.c=$(DEBUG)/obj/%.o)
+$(DEBUG)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -fno-omit-frame-pointer -DHP_DEBUG $(HP_CFLAGS) -c $< -o $@
+
+$(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
+	$(call LINK_LIB,$(DBG_OBJS))
 
 # The command: the wrapper and the stats reader.
 $(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
@@ -81,9 +97,12 @@ $(BUILD)/cxx: test/progs/cxx.cpp
 	$(CXX) -O2 -o $@ $<
 
 # Linked (not preloaded) with an absolute rpath: it also runs setuid.
+POLICY_LINKED = $(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -L$(dir $@) \
+	-lhugepreload -Wl,-rpath,$(abspath $(dir $@)) -ldl
 $(BUILD)/policy_linked: test/progs/policy.c test/progs/probe.c $(BUILD)/libhugepreload.so
-	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -L$(BUILD) -lhugepreload \
-		-Wl,-rpath,$(ABS_BUILD) -ldl
+	$(POLICY_LINKED)
+$(BUILD)/debug/policy_linked: test/progs/policy.c test/progs/probe.c $(BUILD)/debug/libhugepreload.so
+	$(POLICY_LINKED)
 
 $(BUILD)/libltsite.so: test/progs/ltlib.c
 	$(CC) $(TCFLAGS) -fno-optimize-sibling-calls -shared -fPIC -o $@ $<
@@ -98,25 +117,43 @@ $(BUILD)/promcheck.py: test/progs/promcheck.py
 $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@
 
-UNIT_OBJS := $(BUILD)/obj/conf.o $(BUILD)/obj/region.o $(BUILD)/obj/backing.o \
-	$(BUILD)/obj/os.o $(BUILD)/obj/lock.o \
-	$(BUILD)/obj/log.o $(BUILD)/obj/jemath.o
+UNIT_OBJS := $(patsubst %,$(DEBUG)/obj/%.o,conf region backing os lock log \
+	jemath)
 $(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
-	$(CC) $(TCFLAGS) -o $@ test/unit/*.c $(UNIT_OBJS) -lcriterion -lpthread -lm
+	$(CC) $(TCFLAGS) -DHP_DEBUG -o $@ test/unit/*.c $(UNIT_OBJS) \
+		-lcriterion -lpthread -lm
 
 # Links the library first, so this process's malloc is hugepreload's.
 # (It asks for impossible sizes and reads memory back on purpose.)
+CONTRACT = $(CC) $(TCFLAGS) -Wno-alloc-size-larger-than -Wno-use-after-free \
+	-Wno-maybe-uninitialized -o $@ $< -L$(dir $@) -lhugepreload \
+	-Wl,-rpath,$(abspath $(dir $@)) -lcriterion
 $(BUILD)/test_contract: test/integ/test_contract.c $(BUILD)/libhugepreload.so
-	$(CC) $(TCFLAGS) -Wno-alloc-size-larger-than -Wno-use-after-free \
-		-Wno-maybe-uninitialized -o $@ $< -L$(BUILD) -lhugepreload \
-		-Wl,-rpath,$(ABS_BUILD) -lcriterion
+	$(CONTRACT)
+$(DEBUG)/test_contract: test/integ/test_contract.c $(DEBUG)/libhugepreload.so
+	$(CONTRACT)
 
 INTEG_SRCS := $(filter-out test/integ/test_contract.c,$(wildcard test/integ/*.c))
 $(BUILD)/test_integ: $(INTEG_SRCS) test/integ/harness.h
 	$(CC) $(TCFLAGS) -o $@ $(INTEG_SRCS) -lcriterion
 
-test: all $(TEST_BINS) $(TEST_FILES)
-	scripts/run-tests $(BUILD)
+# Everything a test may run, for the debug suite: copies (the tests and the
+# wrapper find the library beside themselves), with the debug library.
+DBG_COPIES := $(filter-out $(DEBUG)/policy_linked,\
+	$(TEST_FILES:$(BUILD)/%=$(DEBUG)/%)) $(DEBUG)/test_integ
+DBG_FILES := $(DBG_COPIES) $(DEBUG)/policy_linked
+$(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
+	@mkdir -p $(dir $@)
+	cp -p $< $@
+
+# The release suite, then the debug one: both summaries, and a failure of
+# either fails the target.
+test: all $(TEST_BINS) $(TEST_FILES) $(DEBUG)/libhugepreload.so \
+    $(DEBUG)/test_contract $(DBG_FILES)
+	scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && exit $$r
+
+check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
+	scripts/run-tests $(DEBUG)
 
 # ---- demo and benchmarks --------------------------------------------------
 $(BUILD)/chase: bench/chase.c test/progs/probe.c

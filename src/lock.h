@@ -43,7 +43,7 @@ typedef struct {
 #endif
 } hp_lock_t;
 
-#define HP_LOCK_INIT(r) {PTHREAD_MUTEX_INITIALIZER, (r)}
+#define HP_LOCK_INIT(r) {.m = PTHREAD_MUTEX_INITIALIZER, .rank = (r)}
 
 #ifdef HP_DEBUG
 void hp_lock_acquired(hp_lock_t *l);

@@ -25,6 +25,9 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
 #define HP_ZONE_SHARE  16                   /* zone: 1/16 of the region */
 #define HP_SPLITS_PER_PASS 4096             /* 8 GiB of huge pages */
 
+HP_STATIC_ASSERT(HP_SUBPAGES == HP_SUBWORDS * 64, "a bitmap bit per subpage");
+HP_STATIC_ASSERT(HP_SUBPAGES <= UINT16_MAX, "nreleased counts subpages");
+
 uintptr_t hp_owned_base;
 size_t hp_owned_size;
 

@@ -33,6 +33,14 @@ uint8_t *hp_key_on;
 size_t hp_keys_promoted;
 hp_lifetime_counts_t hp_lifetime_counts;
 
+/* Every site has a key, and a key can fill up: a table of keys smaller
+ * than the site table would drop sites whose slots are free. The key
+ * counts are 16 bits, each site counted once under its key. */
+HP_STATIC_ASSERT(HP_SITES <= HP_KEYS, "the key table holds every site's key");
+HP_STATIC_ASSERT(HP_SITES < 65536, "key counts are 16 bits");
+HP_STATIC_ASSERT((HP_SITES & (HP_SITES - 1)) == 0 &&
+    (HP_KEYS & (HP_KEYS - 1)) == 0, "both tables are powers of two");
+
 static uint16_t *key_nchurny, *key_npromoted;
 static hp_lock_t site_lock = HP_LOCK_INIT(HP_RANK_SITE);
 

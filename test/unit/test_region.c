@@ -1,6 +1,7 @@
 /* Unit tests of the huge-class reservation (src/region.c): the per-2 MiB
  * page bitmap, and carving, release and reuse against real mappings. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -124,4 +125,20 @@ Test(region, carve_release_reuse) {
 	    "beyond the reservation");
 	char *c = hp_region_alloc(HP_HUGE, HP_HUGE, true);
 	cr_assert_eq((uintptr_t)c % HP_HUGE, 0, "aligned carve");
+}
+
+/* The debug build's checks on ranges and page indexes. */
+Test(region, release_of_a_foreign_range_aborts, .signal = SIGABRT) {
+	uintptr_t zone;
+	size_t zone_size;
+	cr_assert(hp_region_init((size_t)1 << 30, false, &zone, &zone_size));
+	char *a = hp_region_alloc(HP_HUGE, HP_PAGE, true);
+	cr_assert_not_null(a);
+	hp_region_release(a + HP_HUGE, HP_PAGE);   /* never handed out */
+}
+
+Test(region, subpages_past_the_page_abort, .signal = SIGABRT) {
+	hp_hpage_t pg;
+	memset(&pg, 0, sizeof pg);
+	hp_hpage_release(&pg, 500, 20);
 }
