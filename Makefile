@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test check-debug demo bench bench-quick bench-callgrind bench-threshold clean
+.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -154,6 +154,12 @@ test: all $(TEST_BINS) $(TEST_FILES) $(DEBUG)/libhugepreload.so \
 
 check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 	scripts/run-tests $(DEBUG)
+
+# CPython's regression suite with and without the library (not part of
+# make test: about N minutes; see docs/host-view.md).
+check-python: all
+	scripts/setup-deps python
+	scripts/check-python $(BUILD)
 
 # ---- demo and benchmarks --------------------------------------------------
 $(BUILD)/chase: bench/chase.c test/progs/probe.c

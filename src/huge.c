@@ -109,18 +109,19 @@ static extent_hooks_t huge_hooks = {
 
 /* ---- arenas -------------------------------------------------------------- */
 
-static bool arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
+static int arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 	char name[64];
 	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
-	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v) == 0;
+	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v);
 }
 
 /* Free pages stay dirty for dirty_ms, then go back (the arenas made here
  * have no lazy purge, so no muzzy state); muzzy -1 also turns off
- * jemalloc's eager purge of freed extents over oversize_threshold. */
-bool hp_arena_decay(unsigned ind, long dirty_ms) {
-	return arena_set_ssize(ind, "dirty_decay_ms", dirty_ms) &&
-	    arena_set_ssize(ind, "muzzy_decay_ms", -1);
+ * jemalloc's eager purge of freed extents over oversize_threshold. 0, or
+ * jemalloc's error number. */
+int hp_arena_decay(unsigned ind, long dirty_ms) {
+	int err = arena_set_ssize(ind, "dirty_decay_ms", dirty_ms);
+	return err ? err : arena_set_ssize(ind, "muzzy_decay_ms", -1);
 }
 
 /* An arena over hooks, its metadata on jemalloc's own 4 KiB pages (thp:never
@@ -151,9 +152,10 @@ static bool create_arena(void) {
 	if (ind == HP_NO_ARENA)
 		return false;
 	/* Without eager purge, reused large blocks keep their huge pages. */
-	if (!hp_arena_decay(ind, decay_ms))
-		hp_log("could not set decay on the huge arena %u; its free pages "
-		    "go back only on malloc_trim", ind);
+	int err = hp_arena_decay(ind, decay_ms);
+	if (err != 0)
+		hp_log("could not set decay on the huge arena %u (%s); its free "
+		    "pages go back only on malloc_trim", ind, hp_strerror(err));
 	/* jemalloc grows its retained address space geometrically; capping
 	 * the step keeps what the hooks map (and the kernel charges) close to
 	 * what is used, and lets the reservation fill up. Larger requests
@@ -164,8 +166,10 @@ static bool create_arena(void) {
 	bool retain = true;
 	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
 	hp_je_mallctl("opt.retain", &retain, &sz, NULL, 0);
-	if (retain && hp_je_mallctl(name, NULL, NULL, &limit, sizeof limit))
-		hp_log("could not limit the huge arena's growth step");
+	if (retain && (err = hp_je_mallctl(name, NULL, NULL, &limit,
+	    sizeof limit)) != 0)
+		hp_log("could not limit the huge arena's growth step (%s)",
+		    hp_strerror(err));
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	__atomic_store_n(&huge_ind, ind, __ATOMIC_RELEASE);
 	return true;

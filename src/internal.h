@@ -146,9 +146,9 @@ unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
  * NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
-/* An arena's decay: dirty_ms, no muzzy state. */
+/* An arena's decay: dirty_ms, no muzzy state; 0 or jemalloc's error. */
 struct extent_hooks_s;
-bool hp_arena_decay(unsigned ind, long dirty_ms);
+int hp_arena_decay(unsigned ind, long dirty_ms);
 /* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
  * jemalloc refuses. */
 unsigned hp_arena_create(struct extent_hooks_s *hooks);

@@ -7,10 +7,19 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "internal.h"
+
+/* Called from the embedded jemalloc only; prototypes here, not in a
+ * header, since nothing of ours calls them. */
+#define HP_JE_OS __attribute__((visibility("hidden")))
+int hp_je_open(const char *path, int flags, ...);
+int hp_je_creat(const char *path, mode_t mode);
+long hp_je_syscall(long nr, ...);
 
 /* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with
  * fd closed either way. */
@@ -24,6 +33,37 @@ int hp_fd_high(int fd) {
 
 int hp_open(const char *path, int flags, int mode) {
 	return hp_fd_high(open(path, flags | O_CLOEXEC, mode));
+}
+
+/* The embedded jemalloc's open, creat and syscall (scripts/embed-jemalloc
+ * renames its calls): the same, with the descriptors they return moved to
+ * 3 or above, close-on-exec. */
+HP_JE_OS int hp_je_open(const char *path, int flags, ...) {
+	int mode = 0;
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, int);
+		va_end(ap);
+	}
+	return hp_open(path, flags, mode);
+}
+
+HP_JE_OS int hp_je_creat(const char *path, mode_t mode) {
+	return hp_open(path, O_WRONLY | O_CREAT | O_TRUNC, (int)mode);
+}
+
+HP_JE_OS long hp_je_syscall(long nr, ...) {
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	long r = syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (nr == SYS_open || nr == SYS_openat)
+		r = hp_fd_high((int)r);
+	return r;
 }
 
 ssize_t hp_read_file(const char *path, char *buf, size_t n) {

@@ -308,6 +308,23 @@ Test(wrapper, runs_cmd_with_policy_and_its_status) {
 	hp_run_free(&r);
 }
 
+/* stat's arguments: a bad one is named, on one line, with status 2. */
+Test(wrapper, stat_names_a_bad_argument) {
+	hp_run_t r = script("$HP stat 1 --bogus; echo rc=$?; "
+	    "$HP stat 1 --watch abc; echo rc=$?; $HP stat 1 --watch; echo rc=$?; "
+	    "$HP stat; echo rc=$?; $HP stat 12x; echo rc=$?", NULL);
+	cr_assert(strstr(r.out, "rc=2\nrc=2\nrc=2\nrc=2\nrc=2\n"), "%s", r.out);
+	cr_assert(strstr(r.err, "unknown option --bogus"), "%s", r.err);
+	cr_assert(strstr(r.err, "--watch needs a number of seconds"), "%s",
+	    r.err);
+	cr_assert(strstr(r.err, "not '12x'"), "%s", r.err);
+	int lines = 0;
+	for (const char *p = r.err; (p = strchr(p, '\n')); p++)
+		lines++;
+	cr_assert_eq(lines, 5, "one line each:\n%s", r.err);
+	hp_run_free(&r);
+}
+
 Test(wrapper, help_lists_every_key) {
 	hp_run_t r = script("$HP --help", NULL);
 	cr_assert_eq(r.code, 0);
