@@ -87,6 +87,10 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
  * close-on-exec and at least 3 when these return. */
 int hp_fd_high(int fd);
 int hp_open(const char *path, int flags, int mode);
+/* open(2) and syscall(2) whose descriptors are treated as hp_open's. */
+int hp_open_va(const char *path, int flags, ...);
+void hp_va_longs(va_list ap, long a[6]);     /* six syscall arguments */
+long hp_syscall_fds(long nr, const long a[6]);
 /* Up to n - 1 bytes of a small file, NUL-terminated; -1 if unreadable. */
 ssize_t hp_read_file(const char *path, char *buf, size_t n);
 long hp_read_long(const char *path);     /* -1 if unreadable */

@@ -17,7 +17,6 @@
 /* Called from the embedded jemalloc only; prototypes here, not in a
  * header, since nothing of ours calls them. */
 #define HP_JE_OS __attribute__((visibility("hidden")))
-int hp_je_open(const char *path, int flags, ...);
 int hp_je_creat(const char *path, mode_t mode);
 long hp_je_syscall(long nr, ...);
 
@@ -35,10 +34,10 @@ int hp_open(const char *path, int flags, int mode) {
 	return hp_fd_high(open(path, flags | O_CLOEXEC, mode));
 }
 
-/* The embedded jemalloc's open, creat and syscall (scripts/embed-jemalloc
- * renames its calls): the same, with the descriptors they return moved to
- * 3 or above, close-on-exec. */
-HP_JE_OS int hp_je_open(const char *path, int flags, ...) {
+/* open(2) and syscall(2) with hp_open's treatment of the descriptors they
+ * return: for the embedded jemalloc (scripts/embed-jemalloc renames its
+ * calls of open, creat and syscall to these) and libunwind (unwind.c). */
+int hp_open_va(const char *path, int flags, ...) {
 	int mode = 0;
 	if (flags & (O_CREAT | O_TMPFILE)) {
 		va_list ap;
@@ -53,17 +52,25 @@ HP_JE_OS int hp_je_creat(const char *path, mode_t mode) {
 	return hp_open(path, O_WRONLY | O_CREAT | O_TRUNC, (int)mode);
 }
 
-HP_JE_OS long hp_je_syscall(long nr, ...) {
-	va_list ap;
-	va_start(ap, nr);
-	long a[6];
+void hp_va_longs(va_list ap, long a[6]) {
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
-	va_end(ap);
+}
+
+long hp_syscall_fds(long nr, const long a[6]) {
 	long r = syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	if (nr == SYS_open || nr == SYS_openat)
 		r = hp_fd_high((int)r);
 	return r;
+}
+
+HP_JE_OS long hp_je_syscall(long nr, ...) {
+	long a[6];
+	va_list ap;
+	va_start(ap, nr);
+	hp_va_longs(ap, a);
+	va_end(ap);
+	return hp_syscall_fds(nr, a);
 }
 
 ssize_t hp_read_file(const char *path, char *buf, size_t n) {

@@ -61,11 +61,10 @@ static ssize_t unw_read(int fd, void *buf, size_t n) {
 }
 
 static long unw_syscall(long nr, ...) {
+	long a[6];
 	va_list ap;
 	va_start(ap, nr);
-	long a[6];
-	for (int i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);
+	hp_va_longs(ap, a);
 	va_end(ap);
 	if (nr == SYS_write && (int)a[0] == FAKE_WR) {
 		if (readable((const void *)a[1]))
@@ -73,18 +72,7 @@ static long unw_syscall(long nr, ...) {
 		errno = EFAULT;
 		return -1;
 	}
-	return syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-
-static int unw_open(const char *path, int flags, ...) {
-	int mode = 0;
-	if (flags & (O_CREAT | O_TMPFILE)) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, int);
-		va_end(ap);
-	}
-	return hp_open(path, flags, mode);
+	return hp_syscall_fds(nr, a);
 }
 
 static const struct {
@@ -94,7 +82,7 @@ static const struct {
 	{"pipe2", (void *)unw_pipe2},
 	{"read", (void *)unw_read},
 	{"syscall", (void *)unw_syscall},
-	{"open", (void *)unw_open},
+	{"open", (void *)hp_open_va},
 };
 #define NREDIRECT (sizeof redirect / sizeof redirect[0])
 
