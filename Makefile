@@ -156,7 +156,7 @@ check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 	scripts/run-tests $(DEBUG)
 
 # CPython's regression suite with and without the library (not part of
-# make test: about N minutes; see docs/host-view.md).
+# make test: about 23 minutes; see docs/host-view.md).
 check-python: all
 	scripts/setup-deps python
 	scripts/check-python $(BUILD)

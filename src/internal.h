@@ -59,6 +59,12 @@ const char *hp_strerror(int err);
 extern hp_region_t hp_region;
 extern uintptr_t hp_owned_base;
 extern size_t hp_owned_size;
+/* Plain loads, folded into the sub and cmp of the fast path (loading the
+ * size first, as its release store in region.c would want, costs an
+ * instruction). Both are written once, at start-up; a free() on another
+ * thread at that very moment that paired the new size with the old base
+ * (0) would send a pointer below the size to hp_free_owned, which hands
+ * a pointer of neither part to jemalloc's free. */
 static inline bool hp_owned(const void *p) {
 	return (uintptr_t)p - hp_owned_base < hp_owned_size;
 }

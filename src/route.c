@@ -33,8 +33,10 @@ void hp_free_owned(void *p) {
 	int saved = errno;
 	if (hp_zone_contains(p))
 		hp_lifetime_free(p);
-	else
+	else if (hp_region_contains(p))
 		hp_huge_free(p);
+	else
+		hp_je_free(p);           /* see hp_owned() */
 	errno = saved;
 }
 
