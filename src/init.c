@@ -80,8 +80,10 @@ static void start(void) {
 		    "reserved; the huge class falls back to 4 KiB pages",
 		    sys.thp_enabled);
 	}
-	__atomic_store_n(&hp_threshold, huge ? hp_conf.large_threshold :
-	    SIZE_MAX, __ATOMIC_RELEASE);
+	size_t threshold = huge ? hp_conf.large_threshold : SIZE_MAX;
+	hp_slot_init(threshold, huge && hp_conf.lifetime != HP_LIFETIME_OFF ?
+	    hp_conf.lifetime_sample : 0);
+	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
 	hp_stats_init();
 }
 

@@ -57,14 +57,15 @@ const char *hp_strerror(int err);
  * reservation also holds the sample zone (sample.c) after the region:
  * together they are the owned range, which free() tests first. */
 extern hp_region_t hp_region;
-extern uintptr_t hp_owned_base;
+extern uintptr_t hp_owned_base;         /* UINTPTR_MAX until reserved */
 extern size_t hp_owned_size;
-/* Plain loads, folded into the sub and cmp of the fast path (loading the
- * size first, as its release store in region.c would want, costs an
- * instruction). Both are written once, at start-up; a free() on another
- * thread at that very moment that paired the new size with the old base
- * (0) would send a pointer below the size to hp_free_owned, which hands
- * a pointer of neither part to jemalloc's free. */
+/* free()'s one compare. The reservation is made first thing at start-up,
+ * top-down below what the loader mapped, so the program's heap, mapped
+ * after it, lies below it: only the rare object above it (say, in a gap
+ * between libraries) takes the exact test, hp_owned(). */
+static inline bool hp_maybe_owned(const void *p) {
+	return (uintptr_t)p >= hp_owned_base;
+}
 static inline bool hp_owned(const void *p) {
 	return (uintptr_t)p - hp_owned_base < hp_owned_size;
 }
@@ -175,7 +176,6 @@ void hp_stats_atfork_child(void);
 extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
 extern uintptr_t *hp_key_tab;         /* HP_KEYS */
 extern uint8_t *hp_key_on;            /* HP_KEYS */
-extern size_t hp_keys_promoted;      /* keys placed on huge pages now */
 extern hp_lifetime_counts_t hp_lifetime_counts;   /* under the site lock */
 /* A zeroed mapping of 4 KiB pages (MADV_NOHUGEPAGE), or NULL. */
 void *hp_lifetime_map(size_t size);
@@ -211,17 +211,27 @@ static inline bool hp_key_promoted(uintptr_t key) {
 }
 
 /* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
-extern HP_TLS int64_t hp_sample_left;   /* bytes to the next sample */
 extern uintptr_t hp_zone_base;          /* sampled objects live here */
 extern size_t hp_zone_size;
 bool hp_lifetime_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
-/* Where malloc/calloc go when the sample counter runs out (kept run out
- * while some key is promoted); ret is the return address of the call. */
-void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero);
+/* The allocation that ran out its slot's credit (slot.c), ret being the
+ * return address of the call: used bytes go to the sampling count, and a
+ * pinned slot is looked up by ret. */
+void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero, uint64_t used,
+    bool pinned);
 void hp_lifetime_free(void *p);
 static inline bool hp_zone_contains(const void *p) {
 	return (uintptr_t)p - hp_zone_base < hp_zone_size;
 }
+
+/* slot.c: the fast path's per-thread credits, one per slot (the low byte
+ * of the return address). malloc and calloc go to hp_slot_alloc when
+ * theirs runs out. */
+#define HP_SLOTS 256
+extern HP_TLS uint64_t hp_slots[HP_SLOTS];
+void hp_slot_init(size_t threshold, size_t pace);
+void hp_slot_pin(uintptr_t key, bool on);
+void *hp_slot_alloc(size_t size, uintptr_t ret, bool zero);
 
 /* unwind.c: call stacks through libunwind, which then opens no descriptor
  * of its own. */

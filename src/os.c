@@ -106,14 +106,25 @@ void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
 	return p;
 }
 
+/* The reservation keeps its alignment slack above it, PROT_NONE (address
+ * space only): mappings made later go below it (the kernel places them
+ * top-down) instead of into a gap just above, where free()'s one compare
+ * (hp_maybe_owned) would send their objects to the exact test. */
 void *hp_reserve(size_t want, size_t min, size_t align, int flags,
     size_t *got) {
 	for (size_t size = want; size >= min; size >>= 1) {
-		void *p = hp_map_aligned(size, align, PROT_NONE, flags);
-		if (p != NULL) {
-			*got = size;
-			return p;
-		}
+		if (size > SIZE_MAX - align)
+			continue;
+		char *raw = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE |
+		    MAP_ANONYMOUS | flags, -1, 0);
+		if (raw == MAP_FAILED)
+			continue;
+		char *p = (char *)(((uintptr_t)raw + align - 1) &
+		    ~(uintptr_t)(align - 1));
+		if (p != raw)
+			munmap(raw, (size_t)(p - raw));
+		*got = size;
+		return p;
 	}
 	return NULL;
 }

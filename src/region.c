@@ -28,7 +28,7 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
 HP_STATIC_ASSERT(HP_SUBPAGES == HP_SUBWORDS * 64, "a bitmap bit per subpage");
 HP_STATIC_ASSERT(HP_SUBPAGES <= UINT16_MAX, "nreleased counts subpages");
 
-uintptr_t hp_owned_base;
+uintptr_t hp_owned_base = UINTPTR_MAX;
 size_t hp_owned_size;
 
 static uintptr_t align_up(uintptr_t x, size_t a) {
@@ -66,8 +66,9 @@ bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
 	hp_region.size = size;
 	*zone = base + size;
 	*zone_size = with_zone ? got - size : 0;
-	hp_owned_base = base;
-	__atomic_store_n(&hp_owned_size, got, __ATOMIC_RELEASE);
+	/* The size first: a free() that sees the base must find both. */
+	hp_owned_size = got;
+	__atomic_store_n(&hp_owned_base, base, __ATOMIC_RELEASE);
 	return true;
 }
 

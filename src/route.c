@@ -36,7 +36,8 @@ void hp_free_owned(void *p) {
 	else if (hp_region_contains(p))
 		hp_huge_free(p);
 	else
-		hp_je_free(p);           /* see hp_owned() */
+		hp_je_free(p);           /* above the reservation: see
+		                            hp_maybe_owned() */
 	errno = saved;
 }
 

@@ -2,9 +2,9 @@
 /*
  * Sampling allocations to learn their lifetimes.
  *
- * Each thread counts down the bytes it allocates (hp_sample_left, on the
- * malloc fast path); when the count runs out, the next allocation is
- * unwound with libunwind and served from the sample zone, a jemalloc
+ * Each thread counts down the bytes it allocates (slot.c hands them over,
+ * a slot's credit at a time); when the count runs out, the allocation at
+ * hand is unwound with libunwind and served from the sample zone, a jemalloc
  * arena of its own over a reserved range of 4 KiB pages. free() knows a
  * sampled object by its address alone (hp_zone_contains: two compares),
  * so an unsampled free costs no lookup. A sampled object's record holds
@@ -30,9 +30,7 @@
 #define HP_SAMPLE_FIRST 256                 /* slots at least: doubled when
                                                3/4 full, halved when 1/8 */
 #define HP_AGE_STEP    64                   /* records aged per sampled call */
-#define HP_SAMPLE_OFF  (INT64_MAX / 2)      /* a count that never runs out */
 
-HP_TLS int64_t hp_sample_left;
 uintptr_t hp_zone_base;
 size_t hp_zone_size;
 
@@ -57,7 +55,7 @@ static hp_lock_t sample_lock = HP_LOCK_INIT(HP_RANK_SAMPLE);
 static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
 static bool learning;
 static uint64_t lifetime_ns;
-static int64_t mean_interval;
+static int64_t mean_interval;    /* 0: nothing sampled */
 static unsigned dl_adds;         /* dl_iterate_phdr's count, last seen */
 
 static HP_TLS uint64_t rng;
@@ -70,8 +68,6 @@ static uint64_t now_ns(void) {
 }
 
 static int64_t next_interval(void) {
-	if (mean_interval <= 0)      /* lifetime not started (or it failed) */
-		return HP_SAMPLE_OFF;
 	if (rng == 0)
 		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -284,47 +280,23 @@ static void check_new_modules(void) {
 	}
 }
 
-/*
- * malloc's fast path tests one thing, hp_sample_left going negative. A
- * thread whose count runs out while some key is promoted switches to
- * lookup mode: it keeps hp_sample_left at -1, so that every allocation
- * comes here to be looked up, and counts the bytes to its next sample in
- * budget instead. It switches back when no key is promoted. So a thread
- * sees a promotion within one sampling interval, and the fast path has no
- * test for it.
- */
-static HP_TLS int64_t budget;   /* lookup mode: bytes to the next sample */
-static HP_TLS bool lookup;
-/* A thread's count starts at 0, so its first allocation comes here: that
- * one only draws the first interval. Sampling it would unwind every thread
+/* Bytes to this thread's next sample. It starts at 0, so the first call
+ * only draws the first interval: sampling it would unwind every thread
  * that allocates, even once. */
+static HP_TLS int64_t budget;
 static HP_TLS bool armed;
 
-static void *lifetime_alloc(size_t size, uintptr_t ret, bool zero);
-
-/* errno as it was, unless the allocation fails: unwinding and the first
- * huge-class allocation make system calls that may set it. */
-void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
-	int saved = errno;
-	void *p = lifetime_alloc(size, ret, zero);
-	if (p != NULL)
-		errno = saved;
-	return p;
-}
-
-static void *lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
+void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero, uint64_t used,
+    bool pinned) {
 	void *p = NULL;
-	bool due = !lookup || (budget -= (int64_t)size) < 0;
-	if (due) {
-		/* HP_SAMPLE_OFF with lifetime off (or not started). Inside the
-		 * sampler (busy), a nested allocation only restarts the count. */
+	if (mean_interval > 0 && (budget -= (int64_t)used) < 0) {
 		budget = next_interval();
 		bool first = !armed;
 		armed = true;
-		/* sample_lock busy: this interval goes unsampled (see the
-		 * lock). */
-		if (hp_conf.lifetime != HP_LIFETIME_OFF && !busy && !first &&
-		    hp_trylock(&sample_lock)) {
+		/* Inside the sampler (busy), a nested allocation only restarts
+		 * the count; with sample_lock busy, this interval goes
+		 * unsampled (see the lock). */
+		if (!busy && !first && hp_trylock(&sample_lock)) {
 			busy = true;
 			check_new_modules();
 			uintptr_t frames[HP_SITE_DEPTH];
@@ -334,13 +306,11 @@ static void *lifetime_alloc(size_t size, uintptr_t ret, bool zero) {
 			if (go)
 				p = sample(size, frames, n, zero);
 			busy = false;
+			if (p != NULL)
+				return p;
 		}
 	}
-	lookup = __atomic_load_n(&hp_keys_promoted, __ATOMIC_ACQUIRE) != 0;
-	hp_sample_left = lookup ? -1 : budget;
-	if (p != NULL)
-		return p;
-	if (lookup && !busy && hp_key_promoted(ret)) {
+	if (pinned && !busy && hp_key_promoted(ret)) {
 		/* busy: the first call makes the arena and its threads, whose
 		 * own allocations must not come back here. */
 		busy = true;

@@ -30,7 +30,6 @@
 hp_site_t *hp_sites;
 uintptr_t *hp_key_tab;
 uint8_t *hp_key_on;
-size_t hp_keys_promoted;
 hp_lifetime_counts_t hp_lifetime_counts;
 
 /* Every site has a key, and a key can fill up: a table of keys smaller
@@ -106,8 +105,7 @@ static void key_update(long k) {
 	bool on = key_npromoted[k] > 0 && key_nchurny[k] == 0;
 	if (on != (hp_key_on[k] != 0)) {
 		__atomic_store_n(&hp_key_on[k], on, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&hp_keys_promoted, on ? 1 : (size_t)-1,
-		    __ATOMIC_RELEASE);
+		hp_slot_pin(hp_key_tab[k], on);
 	}
 }
 

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,4 +194,53 @@ Test(contract, usable_size) {
 Test(contract, malloc_trim_without_anything_to_give) {
 	malloc_trim(0);
 	cr_assert_eq(malloc_trim(0), 0, "nothing left to release");
+}
+
+/* The fast path's one test (src/slot.c) routes by size too: from one call
+ * site, a request of large_threshold is huge whatever the site allocated
+ * before (credit left or run out, a failed request of 2^63 bytes or more,
+ * a new thread), and one byte less is small. */
+static size_t threshold(void) {
+	char policy[512];
+	hugepreload_policy(policy, sizeof policy);
+	const char *t = strstr(policy, "large_threshold:");
+	cr_assert_not_null(t, "%s", policy);
+	return strtoull(t + strlen("large_threshold:"), NULL, 10);
+}
+
+static __attribute__((noinline)) void *one_site(size_t size) {
+	void *p = malloc(size);
+	__asm__ volatile("" ::: "memory");   /* no tail call: one site */
+	return p;
+}
+
+/* The first size that went to the wrong class (or failed), or 0. */
+static void *both_classes_from_one_site(void *arg) {
+	size_t t = *(size_t *)arg;
+	size_t sizes[] = {t, 64, t - 1, t, 4096, SIZE_MAX - ((size_t)1 << 40),
+	    t, t + 1, 64, SIZE_MAX, t, 64, (size_t)1 << 63, t, 0, t};
+	for (int round = 0; round < 200; round++)
+		for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+			void *p = one_site(sizes[i]);
+			int want = sizes[i] > PTRDIFF_MAX ? HUGEPRELOAD_CLASS_NONE :
+			    sizes[i] >= t ? HUGEPRELOAD_CLASS_HUGE :
+			    HUGEPRELOAD_CLASS_SMALL;
+			bool ok = (p != NULL) == (want != HUGEPRELOAD_CLASS_NONE) &&
+			    hugepreload_class(p) == want;
+			free(p);
+			if (!ok)
+				return (void *)(sizes[i] ? sizes[i] : 1);
+		}
+	return NULL;
+}
+
+Test(contract, one_call_site_both_classes) {
+	size_t t = threshold();
+	void *bad = both_classes_from_one_site(&t);
+	cr_assert_null(bad, "malloc(%zu) from one site: wrong class", (size_t)bad);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, both_classes_from_one_site, &t), 0);
+	pthread_join(th, &bad);
+	cr_assert_null(bad, "new thread: malloc(%zu) from one site: wrong class",
+	    (size_t)bad);
 }
