@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-threshold clean
+.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -84,7 +84,7 @@ ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
-	sleeper lifetime reallocs dliter sidefx aligned
+	sleeper lifetime reallocs dliter sidefx aligned pool_later
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
@@ -172,12 +172,17 @@ $(BUILD)/probe.o: test/progs/probe.c test/progs/probe.h
 	$(CC) $(TCFLAGS) -c -o $@ $<
 $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
+$(BUILD)/maint: bench/maint.c
+	$(CC) -O2 -Wall -o $@ $<
 
 demo: all $(BUILD)/chase
 	scripts/demo
 
 bench-callgrind: all $(BUILD)/mfloop
 	scripts/bench-callgrind
+
+bench-maint: all $(BUILD)/maint
+	scripts/bench-maint
 
 bench-threshold: all $(BUILD)/sizes
 	scripts/bench-threshold

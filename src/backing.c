@@ -29,7 +29,11 @@
 static int warned_madvise, warned_zap, warned_pool, warned_collapse;
 static bool thp_usable;                /* THP not 'never', or collapse on */
 static bool hugetlb_broken;            /* this kernel cannot move them in */
-static bool pool_configured;           /* a pool exists, or was asked for */
+/* A pool of hugetlb_size pages exists, or was asked for: only then does
+ * a new run read the pool's free pages from sysfs. Set at start-up and
+ * by each maintenance pass (hp_backing_poll), so a pool reserved later
+ * is used within maintain_ms. */
+static bool pool_configured;
 hp_fallbacks_t hp_fallbacks;
 
 /* After a failed MAP_FIXED or MREMAP_FIXED, the kernel may have unmapped
@@ -82,8 +86,8 @@ void hp_backing_probe(hp_sys_t *s) {
 	strcat(path, "/nr_hugepages");
 	s->pool_total = hp_read_long(path);
 	s->pool_avail = hp_backing_pool_avail(hp_conf.hugetlb_page);
-	pool_configured = s->pool_total > 0 ||
-	    hp_conf.backing == HP_BACKING_HUGETLB;
+	__atomic_store_n(&pool_configured, s->pool_total > 0 ||
+	    hp_conf.backing == HP_BACKING_HUGETLB, __ATOMIC_RELAXED);
 	thp_usable = hp_conf.collapse ||
 	    strcmp(s->thp_enabled, "always") == 0 ||
 	    strcmp(s->thp_enabled, "madvise") == 0;
@@ -92,6 +96,24 @@ void hp_backing_probe(hp_sys_t *s) {
 static bool wants_hugetlb(void) {
 	return hp_conf.backing == HP_BACKING_AUTO ||
 	    hp_conf.backing == HP_BACKING_HUGETLB;
+}
+
+/* From the maintenance thread, outside every lock: whether the pool of
+ * hugetlb_size pages exists now. */
+void hp_backing_poll(void) {
+	if (!wants_hugetlb() || hp_conf.backing == HP_BACKING_HUGETLB)
+		return;
+	char path[96];
+	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
+	    hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
+	__atomic_store_n(&pool_configured, hp_read_long(path) > 0,
+	    __ATOMIC_RELAXED);
+}
+
+/* Whether a new run should look at the pool at all. */
+static bool pool_maybe(void) {
+	return wants_hugetlb() && !hugetlb_broken &&
+	    __atomic_load_n(&pool_configured, __ATOMIC_RELAXED);
 }
 
 /* The chain as it stands at start-up, for the verbose line. */
@@ -165,7 +187,7 @@ static void pool_dry(size_t page) {
 }
 
 bool hp_backing_map_gib(uintptr_t addr) {
-	if (!wants_hugetlb() || hugetlb_broken)
+	if (!pool_maybe())
 		return false;
 	if (hp_backing_pool_avail(HP_GIB) >= 1 &&
 	    map_hugetlb(addr, HP_GIB, HP_GIB))
@@ -185,7 +207,7 @@ void hp_backing_collapse(uintptr_t addr, size_t len) {
 }
 
 size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
-	if (wants_hugetlb() && !hugetlb_broken && hp_conf.hugetlb_page == HP_HUGE) {
+	if (pool_maybe() && hp_conf.hugetlb_page == HP_HUGE) {
 		long avail = hp_backing_pool_avail(HP_HUGE);
 		size_t take = avail > 0 ? (size_t)avail * HP_HUGE : 0;
 		if (take > len)
@@ -196,9 +218,8 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 				*type = HP_MAP_HUGETLB_2M;
 				return take;
 			}
-		if (pool_configured)
-			__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
-			    __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
+		    __ATOMIC_RELAXED);
 		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
 			pool_dry(HP_HUGE);
 	}

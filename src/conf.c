@@ -27,6 +27,9 @@
 #define HP_LSAMPLE_MAX        GIB
 #define HP_LMS_DEFAULT        250
 #define HP_LMS_MAX            (3600L * 1000)
+#define HP_MAINT_DEFAULT      1000
+#define HP_MAINT_MIN          10
+#define HP_MAINT_MAX          (3600L * 1000)
 
 static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
 
@@ -47,6 +50,7 @@ void hp_conf_defaults(hp_conf_t *c) {
 	c->lifetime = HP_LIFETIME_LEARN;
 	c->lifetime_sample = HP_LSAMPLE_DEFAULT;
 	c->lifetime_ms = HP_LMS_DEFAULT;
+	c->maintain_ms = HP_MAINT_DEFAULT;
 	c->lifetime_record[0] = '\0';
 	c->lifetime_profile[0] = '\0';
 }
@@ -233,6 +237,13 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			c->lifetime_ms = n;
 		else
 			BAD("250 (1..3600000)");
+	} else if (is(k, klen, "maintain_ms")) {
+		long n;
+		if (parse_long(v, vlen, &n) && n >= HP_MAINT_MIN &&
+		    n <= HP_MAINT_MAX)
+			c->maintain_ms = n;
+		else
+			BAD("1000 (10..3600000)");
 	} else if (is(k, klen, "lifetime_record")) {
 		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
 			BAD("none (a path)");
@@ -301,12 +312,12 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
 	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
-	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld",
+	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld,maintain_ms:%ld",
 	    c->large_threshold, backing_names[c->backing],
 	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
 	    "false", c->decay_ms, c->reserve, c->strand_limit,
 	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
-	    c->lifetime_sample, c->lifetime_ms);
+	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms);
 }
 
 /* Every key, for "hugepreload --help". */
@@ -341,6 +352,9 @@ const char *const hp_conf_help[][4] = {
     {"lifetime_profile", "a path", "none",
      "a site table loaded at start-up, so placement is right from the "
      "first allocation"},
+    {"maintain_ms", "10..3600000", "1000", "how often the maintenance "
+     "thread refreshes the live counters, drives the huge class's decay "
+     "and enforces strand_limit"},
     {"stats_print", "true|false", "false", "print the counters at exit"},
     {"stats_format", "text|json|prometheus", "text",
      "format of the counters printed at exit"},

@@ -76,6 +76,7 @@ void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
 bool hp_region_reuse(void *addr, size_t len);
 void hp_region_scan(hp_arena_stats_t *a);
+uint64_t hp_region_timing(bool on);
 size_t hp_region_enforce(size_t limit);
 void hp_region_prefork(void);
 void hp_region_postfork_parent(void);
@@ -117,6 +118,7 @@ typedef struct {
 	long pool_total, pool_avail;   /* of the configured hugetlb size */
 } hp_sys_t;
 void hp_backing_probe(hp_sys_t *s);
+void hp_backing_poll(void);
 const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n);
 long hp_backing_pool_avail(size_t page);
 /* Maps a prefix of the PROT_NONE run [addr, addr + len) with the best

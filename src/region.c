@@ -10,16 +10,50 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include "internal.h"
 #include "lock.h"
 
 hp_region_t hp_region;
 static hp_lock_t region_lock = HP_LOCK_INIT(HP_RANK_REGION);
+static void tally(uintptr_t hp, int sign);
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
+
+/* The time a thread holds region_lock, counted while it asks for it
+ * (hp_region_timing): the maintenance thread's passes are measured so. */
+static HP_TLS bool timing;
+static HP_TLS uint64_t held_ns, taken_at;
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void region_lock_timed(void) {
+	hp_lock(&region_lock);
+	if (timing)
+		taken_at = now_ns();
+}
+
+static void region_unlock_timed(void) {
+	if (timing)
+		held_ns += now_ns() - taken_at;
+	hp_unlock(&region_lock);
+}
+
+/* Starts counting (on) or stops and returns the nanoseconds this thread
+ * held region_lock since it started. */
+uint64_t hp_region_timing(bool on) {
+	uint64_t ns = held_ns;
+	timing = on;
+	held_ns = 0;
+	return ns;
+}
 
 #define HP_RESERVE_MIN ((size_t)1 << 30)   /* halved down to this */
 #define HP_ZONE_SHARE  16                   /* zone: 1/16 of the region */
@@ -173,8 +207,11 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 				free_gib = q >= hp_region.carved_end ||
 				    page_of(q)->map == HP_MAP_NONE;
 			if (free_gib && hp_backing_map_gib(g)) {
-				for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE)
+				for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+					tally(q, -1);
 					page_of(q)->map = HP_MAP_HUGETLB_1G;
+					tally(q, 1);
+				}
 				hp_region.hugetlb_1g++;
 				hp = g + HP_GIB;
 				continue;
@@ -188,8 +225,10 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 		if (got == 0)
 			return false;
 		for (uintptr_t q = hp; q < hp + got; q += HP_HUGE) {
+			tally(q, -1);
 			page_of(q)->map = (uint8_t)type;
 			page_of(q)->populated = false;
+			tally(q, 1);
 		}
 		if (type == HP_MAP_HUGETLB_2M)
 			hp_region.hugetlb_2m += got >> HP_HUGE_SHIFT;
@@ -227,7 +266,9 @@ static bool reuse_locked(uintptr_t a, size_t len) {
 		unsigned first, n;
 		uint64_t zero[HP_SUBWORDS];
 		span(hp, a, a + len, &first, &n);
+		tally(hp, -1);
 		hp_hpage_reuse(page_of(hp), first, n, zero);
+		tally(hp, 1);
 		/* jemalloc takes decommitted memory back as zeroed; subpages
 		 * that stayed resident inside a live huge page are not. */
 		for (unsigned i = first, j; i < first + n; i = j) {
@@ -251,26 +292,29 @@ void *hp_region_alloc(size_t size, size_t align, bool commit) {
 	if (hp_conf.hugetlb_page == HP_GIB && size >= HP_GIB / 2 &&
 	    align < HP_GIB)
 		align = HP_GIB;
-	hp_lock(&region_lock);
+	region_lock_timed();
 	uintptr_t start = align_up(hp_region.bump, align), end = start + size;
 	if (start < hp_region.bump || end < start ||
 	    end > hp_region.base + hp_region.size)
 		goto out;
 	/* Pages first carved start empty: every subpage released. */
-	uintptr_t carved = hp_region.carved_end;
+	uintptr_t was = hp_region.carved_end, carved = was;
 	for (; carved < end; carved += HP_HUGE) {
 		hp_hpage_t *pg = page_of(carved);
+		tally(carved, -1);           /* counted as not carved yet */
 		memset(pg->released, 0xff, sizeof pg->released);
 		memset(pg->dirty, 0, sizeof pg->dirty);
 		pg->nreleased = HP_SUBPAGES;
 	}
 	__atomic_store_n(&hp_region.carved_end, carved, __ATOMIC_RELEASE);
+	for (uintptr_t hp = was; hp < carved; hp += HP_HUGE)
+		tally(hp, 1);
 	if (commit && !reuse_locked(start, size))
 		goto out;
 	hp_region.bump = end;
 	ret = (void *)start;
 out:
-	hp_unlock(&region_lock);
+	region_unlock_timed();
 	return ret;
 }
 
@@ -296,6 +340,7 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 			if (!gib_empty(g) || !hp_backing_zap(g, HP_GIB, type))
 				continue;
 			for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+				tally(q, -1);
 				hpage_zapped(page_of(q));
 				page_of(q)->map = HP_MAP_NONE;
 			}
@@ -308,6 +353,7 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 		return;                  /* reuse will zero them instead */
 	n_released += (end - zap) >> HP_HUGE_SHIFT;
 	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE) {
+		tally(hp, -1);
 		hpage_zapped(page_of(hp));
 		page_of(hp)->populated = false;
 		if (page_of(hp)->split)          /* empty again: huge again */
@@ -315,6 +361,7 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 		page_of(hp)->split = false;
 		if (type == HP_MAP_HUGETLB_2M)
 			page_of(hp)->map = HP_MAP_NONE;
+		tally(hp, 1);
 	}
 	if (type == HP_MAP_HUGETLB_2M)
 		hp_region.hugetlb_2m -= (end - zap) >> HP_HUGE_SHIFT;
@@ -324,20 +371,24 @@ void hp_region_release(void *addr, size_t len) {
 	uintptr_t a = (uintptr_t)addr, zap = 0, zap_end = 0;
 	hp_map_t zap_type = HP_MAP_NONE;
 	hp_assert(hp_region_owns(addr, len));
-	hp_lock(&region_lock);
+	region_lock_timed();
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < a + len; hp += HP_HUGE) {
 		unsigned first, n;
 		span(hp, a, a + len, &first, &n);
 		hp_hpage_t *pg = page_of(hp);
-		if (!hp_hpage_release(pg, first, n) || pg->map == HP_MAP_NONE) {
-			if (pg->map == HP_MAP_NONE || pg->nreleased == HP_SUBPAGES)
-				continue;
+		tally(hp, -1);
+		bool zap_it = hp_hpage_release(pg, first, n) &&
+		    pg->map != HP_MAP_NONE;
+		if (!zap_it && pg->map != HP_MAP_NONE &&
+		    pg->nreleased < HP_SUBPAGES) {
 			if (pg->split || pg->map == HP_MAP_4K)
 				purge_parts(hp, pg, false);   /* no huge page to keep */
 			else
 				n_refused++;   /* left resident rather than split */
-			continue;
 		}
+		tally(hp, 1);
+		if (!zap_it)
+			continue;
 		if (hp != zap_end || pg->map != zap_type) {   /* batch runs */
 			if (zap_end)
 				zap_run(zap, zap_end, zap_type);
@@ -348,14 +399,14 @@ void hp_region_release(void *addr, size_t len) {
 	}
 	if (zap_end)
 		zap_run(zap, zap_end, zap_type);
-	hp_unlock(&region_lock);
+	region_unlock_timed();
 }
 
 bool hp_region_reuse(void *addr, size_t len) {
 	hp_assert(hp_region_owns(addr, len));
-	hp_lock(&region_lock);
+	region_lock_timed();
 	bool ok = reuse_locked((uintptr_t)addr, len);
-	hp_unlock(&region_lock);
+	region_unlock_timed();
 	return ok;
 }
 
@@ -383,57 +434,113 @@ static size_t stranded_of(const hp_hpage_t *pg) {
 	return (size_t)popcount_and(pg->released, pg->dirty) << HP_PAGE_SHIFT;
 }
 
-/* Fills in the page-level counters of the huge class. "dirty" (handed to
- * jemalloc since the page was last given back) stands for touched. */
-void hp_region_scan(hp_arena_stats_t *a) {
-	hp_lock(&region_lock);
-	/* A 1 GiB page is mapped whole, also past the carved part. */
+/*
+ * The page-level counters of the huge class are kept as pages change
+ * state, under region_lock: every change of a page is bracketed by
+ * tally(-1) and tally(+1), so a refresh copies them in constant time
+ * whatever the heap's size (hp_region_scan), and strand_limit walks the
+ * pages only when there is something to split. A debug build recounts
+ * every page at each refresh and checks the two agree.
+ */
+typedef struct {
+	hp_arena_stats_t a;      /* the page-level fields only */
+	uint64_t thp_stranded;   /* stranded on THP pages: what a split frees */
+} tally_t;
+static tally_t totals;
+
+/* Adds (sign 1) or takes away (sign -1) page hp's share. "dirty" (handed
+ * to jemalloc since the page was last given back) stands for touched. */
+static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
+    int sign) {
+	hp_arena_stats_t *a = &t->a;
+	uint64_t s = (uint64_t)(int64_t)sign;    /* adds modulo 2^64 */
+	if (pg->map == HP_MAP_NONE)
+		return;
+	if (hp >= hp_region.carved_end) {   /* a 1 GiB page's uncarved part */
+		a->mapped_bytes += s * HP_HUGE;
+		a->hugetlb_1g_bytes += s * HP_HUGE;
+		a->resident_bytes += s * HP_HUGE;
+		a->resident_huge_bytes += s * HP_HUGE;
+		return;
+	}
+	unsigned dirty = popcount_and(pg->dirty, NULL);
+	a->mapped_bytes += s * HP_HUGE;
+	switch (pg->map) {
+	case HP_MAP_HUGETLB_2M: a->hugetlb_2m_bytes += s * HP_HUGE; break;
+	case HP_MAP_HUGETLB_1G: a->hugetlb_1g_bytes += s * HP_HUGE; break;
+	case HP_MAP_THP: a->thp_bytes += s * HP_HUGE; break;
+	default: a->small_page_bytes += s * HP_HUGE; break;
+	}
+	if (pg->map == HP_MAP_HUGETLB_1G) {
+		a->resident_bytes += s * HP_HUGE;   /* the GiB is one page */
+		a->resident_huge_bytes += s * HP_HUGE;
+	} else if (whole_resident(pg)) {
+		a->resident_bytes += dirty ? s * HP_HUGE : 0;
+		a->resident_huge_bytes += dirty ? s * HP_HUGE : 0;
+	} else
+		a->resident_bytes += s * ((uint64_t)dirty << HP_PAGE_SHIFT);
+	if (pg->nreleased == 0) {
+		a->pages_full += s;
+	} else if (pg->nreleased == HP_SUBPAGES) {
+		a->pages_empty_resident += dirty != 0 ? s : 0;
+		return;
+	} else {
+		a->pages_partial += s;
+	}
+	unsigned live = HP_SUBPAGES - pg->nreleased;
+	a->live_hist[live * HP_HIST_BUCKETS / (HP_SUBPAGES + 1)] += s;
+	a->stranded_bytes += s * stranded_of(pg);
+	if (pg->map == HP_MAP_THP)
+		t->thp_stranded += s * stranded_of(pg);
+}
+
+static void tally(uintptr_t hp, int sign) {
+	hp_lock_assert_held(&region_lock);
+	tally_into(&totals, hp, page_of(hp), sign);
+}
+
+/* The page-level fields of b added to a. */
+static void add_pages(hp_arena_stats_t *a, const hp_arena_stats_t *b) {
+	a->mapped_bytes += b->mapped_bytes;
+	a->resident_bytes += b->resident_bytes;
+	a->resident_huge_bytes += b->resident_huge_bytes;
+	a->hugetlb_2m_bytes += b->hugetlb_2m_bytes;
+	a->hugetlb_1g_bytes += b->hugetlb_1g_bytes;
+	a->thp_bytes += b->thp_bytes;
+	a->small_page_bytes += b->small_page_bytes;
+	a->pages_full += b->pages_full;
+	a->pages_partial += b->pages_partial;
+	a->pages_empty_resident += b->pages_empty_resident;
+	a->stranded_bytes += b->stranded_bytes;
+	for (unsigned i = 0; i < HP_HIST_BUCKETS; i++)
+		a->live_hist[i] += b->live_hist[i];
+}
+
+#ifdef HP_DEBUG
+/* Every page counted again: the kept totals must be the same. */
+static void recount_check(void) {
+	hp_lock_assert_held(&region_lock);
+	tally_t t = {0};
 	uintptr_t end = hp_region.carved_end;
 	if (hp_conf.hugetlb_page == HP_GIB && hp_region.size)
 		end = align_up(end, HP_GIB);
-	for (uintptr_t hp = hp_region.base; hp < end; hp += HP_HUGE) {
-		const hp_hpage_t *pg = page_of(hp);
-		if (pg->map == HP_MAP_NONE)
-			continue;
-		if (hp >= hp_region.carved_end) {      /* never handed out */
-			a->mapped_bytes += HP_HUGE;
-			a->hugetlb_1g_bytes += HP_HUGE;
-			a->resident_bytes += HP_HUGE;
-			a->resident_huge_bytes += HP_HUGE;
-			continue;
-		}
-		unsigned dirty = popcount_and(pg->dirty, NULL);
-		a->mapped_bytes += HP_HUGE;
-		switch (pg->map) {
-		case HP_MAP_HUGETLB_2M: a->hugetlb_2m_bytes += HP_HUGE; break;
-		case HP_MAP_HUGETLB_1G: a->hugetlb_1g_bytes += HP_HUGE; break;
-		case HP_MAP_THP: a->thp_bytes += HP_HUGE; break;
-		default: a->small_page_bytes += HP_HUGE; break;
-		}
-		if (pg->map == HP_MAP_HUGETLB_1G) {
-			a->resident_bytes += HP_HUGE;   /* the GiB is one page */
-			a->resident_huge_bytes += HP_HUGE;
-		} else if (whole_resident(pg)) {
-			a->resident_bytes += dirty ? HP_HUGE : 0;
-			a->resident_huge_bytes += dirty ? HP_HUGE : 0;
-		} else
-			a->resident_bytes += (size_t)dirty << HP_PAGE_SHIFT;
-		if (pg->nreleased == 0) {
-			a->pages_full++;
-		} else if (pg->nreleased == HP_SUBPAGES) {
-			a->pages_empty_resident += dirty != 0;
-			continue;
-		} else {
-			a->pages_partial++;
-		}
-		unsigned live = HP_SUBPAGES - pg->nreleased;
-		a->live_hist[live * HP_HIST_BUCKETS / (HP_SUBPAGES + 1)]++;
-		a->stranded_bytes += stranded_of(pg);
-	}
+	for (uintptr_t hp = hp_region.base; hp < end; hp += HP_HUGE)
+		tally_into(&t, hp, page_of(hp), 1);
+	hp_assert(memcmp(&t, &totals, sizeof t) == 0);
+}
+#else
+#define recount_check() ((void)0)
+#endif
+
+/* Adds the page-level counters of the huge class to *a. */
+void hp_region_scan(hp_arena_stats_t *a) {
+	region_lock_timed();
+	recount_check();
+	add_pages(a, &totals.a);
 	a->pages_released = n_released;
 	a->pages_split = n_split;
 	a->purges_refused = n_refused;
-	hp_unlock(&region_lock);
+	region_unlock_timed();
 }
 
 /* Purges a page's free 4 KiB parts that may still be resident: those
@@ -459,11 +566,13 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
 /* Purges the free 4 KiB parts of a THP page, which splits it. */
 static void split_page(uintptr_t hp, hp_hpage_t *pg) {
 	hp_lock_assert_held(&region_lock);
+	tally(hp, -1);
 	purge_parts(hp, pg, true);
 	/* Or khugepaged would collapse it again, filling the holes. */
 	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 	pg->split = true;
 	n_split++;
+	tally(hp, 1);
 }
 
 /*
@@ -473,20 +582,16 @@ static void split_page(uintptr_t hp, hp_hpage_t *pg) {
  * Returns the stranded bytes left.
  */
 size_t hp_region_enforce(size_t limit) {
-	hp_lock(&region_lock);
-	size_t stranded = 0;
+	region_lock_timed();
 	unsigned splits = 0;
-	/* Only what splitting can give back counts here: THP pages. */
-	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
-	    hp += HP_HUGE)
-		if (page_of(hp)->map == HP_MAP_THP)
-			stranded += stranded_of(page_of(hp));
-	/* Emptiest first: by tenths of live parts, low to high. At most
-	 * HP_SPLITS_PER_PASS a call, so region_lock is not held long. */
-	for (unsigned tenth = 0; tenth < HP_HIST_BUCKETS && stranded > limit &&
-	    splits < HP_SPLITS_PER_PASS; tenth++)
+	/* Only what splitting can give back counts here: THP pages. The
+	 * pages are walked only when that is over the limit. Emptiest first:
+	 * by tenths of live parts, low to high; at most HP_SPLITS_PER_PASS a
+	 * call, so region_lock is not held long. */
+	for (unsigned tenth = 0; tenth < HP_HIST_BUCKETS && totals.thp_stranded >
+	    limit && splits < HP_SPLITS_PER_PASS; tenth++)
 		for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end &&
-		    stranded > limit && splits < HP_SPLITS_PER_PASS;
+		    totals.thp_stranded > limit && splits < HP_SPLITS_PER_PASS;
 		    hp += HP_HUGE) {
 			hp_hpage_t *pg = page_of(hp);
 			unsigned live = HP_SUBPAGES - pg->nreleased;
@@ -494,12 +599,11 @@ size_t hp_region_enforce(size_t limit) {
 			    live == HP_SUBPAGES || live * HP_HIST_BUCKETS /
 			    (HP_SUBPAGES + 1) != tenth)
 				continue;
-			size_t before = stranded_of(pg);
 			split_page(hp, pg);
 			splits++;
-			stranded -= before - stranded_of(pg);
 		}
-	hp_unlock(&region_lock);
+	size_t stranded = totals.thp_stranded;
+	region_unlock_timed();
 	return stranded;
 }
 
@@ -593,6 +697,8 @@ void hp_region_postfork_child(void) {
 		}
 		for (uintptr_t q = s->addr; q < s->addr + s->len; q += HP_HUGE) {
 			hp_hpage_t *pg = page_of(q);
+			/* region_lock is still the parent thread's here. */
+			tally_into(&totals, q, pg, -1);
 			if (pg->map == HP_MAP_HUGETLB_2M)
 				hp_region.hugetlb_2m--;
 			else if (pg->map == HP_MAP_HUGETLB_1G &&
@@ -600,6 +706,7 @@ void hp_region_postfork_child(void) {
 				hp_region.hugetlb_1g--;
 			pg->map = HP_MAP_THP;
 			pg->populated = true;
+			tally_into(&totals, q, pg, 1);
 		}
 	}
 	nshadows = 0;

@@ -35,7 +35,6 @@
 #define MFD_NOEXEC_SEAL 0x0008U         /* Linux 6.3 */
 #endif
 
-#define REFRESH_NS (1000L * 1000 * 1000)
 
 HP_STATIC_ASSERT(sizeof(hp_stats_t) <= 4096,
     "the stats page is one 4 KiB page");
@@ -160,6 +159,7 @@ static void publish(void) {
 	memcpy(shm->arena, local.arena, sizeof local.arena);
 	shm->lifetime = local.lifetime;
 	shm->descriptors = local.descriptors;
+	shm->maintenance = local.maintenance;
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELEASE);     /* even */
 }
 
@@ -187,14 +187,26 @@ static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64];
 	snprintf(decay, sizeof decay, "arena.%u.decay", hp_huge_arena());
+	long ms = hp_conf.maintain_ms;
 	for (;;) {
-		struct timespec t = {REFRESH_NS / 1000000000L, REFRESH_NS % 1000000000L};
+		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
 		nanosleep(&t, NULL);
 		/* Purge what the decay curve says is due, so that free pages
 		 * go back at this pace whatever jemalloc's own thread does. */
+		hp_backing_poll();
+		hp_region_timing(true);
 		hp_je_mallctl(decay, NULL, NULL, NULL, 0);
 		hp_edata_trim();
 		hp_stats_refresh(true);
+		uint64_t ns = hp_region_timing(false);
+		/* Read by the next refresh, under its lock. */
+		hp_lock(&refresh_lock);
+		hp_maint_counts_t *m = &local.maintenance;
+		m->passes++;
+		m->region_lock_ns += ns;
+		if (ns > m->region_lock_max_ns)
+			m->region_lock_max_ns = ns;
+		hp_unlock(&refresh_lock);
 	}
 	return NULL;
 }
@@ -229,6 +241,7 @@ void hp_stats_init(void) {
 	local.magic = HP_STATS_MAGIC;
 	local.version = HP_STATS_VERSION;
 	local.pid = getpid();
+	local.maintenance.interval_ms = (uint64_t)hp_conf.maintain_ms;
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	collect(&local);
 }
@@ -240,6 +253,8 @@ void hp_stats_atfork_child(void) {
 	thread_on = false;
 	shm = NULL;          /* MADV_DONTFORK: not mapped in the child */
 	local.pid = getpid();
+	local.maintenance.passes = local.maintenance.region_lock_ns = 0;
+	local.maintenance.region_lock_max_ns = 0;
 }
 
 static void to_fd(void *ctx, const char *s, size_t n) {

@@ -95,6 +95,20 @@ static const field_t dfields[] = {
       "cache, which keeps them resident."),
 };
 
+/* The maintenance thread (stats.c), as of its pass before the last: */
+#define M(name, member, counter, help) \
+	{name, offsetof(hp_stats_t, maintenance.member), counter, help}
+static const field_t mfields[] = {
+    M("passes", passes, true, "Passes of the maintenance thread (decay, "
+      "descriptor trim, refresh, strand_limit)."),
+    M("region_lock_ns", region_lock_ns, true, "Nanoseconds the passes held "
+      "the huge class's page lock, which its allocations can wait on."),
+    M("region_lock_max_ns", region_lock_max_ns, false, "Nanoseconds the "
+      "longest pass held it."),
+    M("interval_ms", interval_ms, false, "Time between passes "
+      "(maintain_ms)."),
+};
+
 typedef struct {
 	const char *prefix;          /* text and Prometheus names; JSON key */
 	const field_t *f;
@@ -103,6 +117,7 @@ typedef struct {
 static const group_t groups[] = {
     {"lifetime", lfields, sizeof lfields / sizeof *lfields},
     {"descriptors", dfields, sizeof dfields / sizeof *dfields},
+    {"maintenance", mfields, sizeof mfields / sizeof *mfields},
 };
 #define NGROUPS (sizeof groups / sizeof *groups)
 

@@ -55,6 +55,7 @@ typedef struct {
 	int lifetime;            /* hp_lifetime_mode_t */
 	size_t lifetime_sample;  /* one sampled allocation per this many bytes */
 	long lifetime_ms;        /* a sampled object this old is long-lived */
+	long maintain_ms;        /* the maintenance thread's period */
 	char lifetime_record[256];  /* site table written here at exit; "" */
 	char lifetime_profile[256]; /* site table loaded at start-up; "" */
 } hp_conf_t;
@@ -124,6 +125,16 @@ typedef struct {
 	bool split;              /* free parts purged by strand_limit */
 } hp_hpage_t;
 
+/* The maintenance thread's passes (stats.c), as of the pass before the
+ * last refresh: each drives the huge arena's decay, trims descriptors,
+ * refreshes the counters and enforces strand_limit. */
+typedef struct {
+	uint64_t passes;             /* so far */
+	uint64_t region_lock_ns;     /* region_lock held by them, in all */
+	uint64_t region_lock_max_ns; /* by the longest one */
+	uint64_t interval_ms;        /* maintain_ms */
+} hp_maint_counts_t;
+
 /* Formats of the counters: at exit, and from "hugepreload stat". */
 typedef enum { HP_FMT_TEXT = 0, HP_FMT_JSON = 1, HP_FMT_PROM = 2 } hp_format_t;
 
@@ -155,7 +166,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 5
+#define HP_STATS_VERSION 6
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;
@@ -168,6 +179,7 @@ typedef struct {
 	char name[HP_STATS_ARENAS][16];
 	hp_lifetime_counts_t lifetime;
 	hp_edata_counts_t descriptors;
+	hp_maint_counts_t maintenance;
 	hp_arena_stats_t arena[HP_STATS_ARENAS];
 } hp_stats_t;
 

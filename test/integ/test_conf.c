@@ -9,7 +9,8 @@
 
 /* The policy string: threshold, backing, then the rest at defaults. */
 /* The lifetime keys' defaults, at the end of every policy line. */
-#define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250"
+#define MT ",maintain_ms:1000"
+#define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250" MT
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
 	",strand_limit:25%" LT
@@ -189,9 +190,9 @@ Test(conf, lifetime_values) {
 	const char *good[][2] = {
 	    {"lifetime:learn", LT},
 	    {"lifetime:replay,lifetime_sample:64k,lifetime_ms:200",
-	     ",lifetime:replay,lifetime_sample:65536,lifetime_ms:200"},
+	     ",lifetime:replay,lifetime_sample:65536,lifetime_ms:200" MT},
 	    {"lifetime:off,lifetime_record:/tmp/x.%p", ",lifetime:off,"
-	     "lifetime_sample:524288,lifetime_ms:250"}};
+	     "lifetime_sample:524288,lifetime_ms:250" MT}};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
 		char want[300];
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
@@ -209,6 +210,30 @@ Test(conf, lifetime_values) {
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		hp_run_t r = run_conf(bad[i][0], "1", 1, DEFAULT_POLICY);
 		cr_assert(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+		hp_run_free(&r);
+	}
+}
+
+Test(conf, maintain_ms_values) {
+	const char *good[][2] = {{"maintain_ms:10", "10"},
+	    {"maintain_ms:3600000", "3600000"}, {"maintain_ms:250", "250"}};
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		char want[300];
+		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
+		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
+		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
+		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:%s",
+		    good[i][1]);
+		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
+		cr_assert_eq(hp_kv(&r, "class"), 2);
+		hp_run_free(&r);
+	}
+	const char *bad[] = {"maintain_ms:9", "maintain_ms:0",
+	    "maintain_ms:-1", "maintain_ms:3600001", "maintain_ms:1s",
+	    "maintain_ms:"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_run_t r = run_conf(bad[i], "8388608", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, "default 1000"), "%s: %s", bad[i], r.err);
 		hp_run_free(&r);
 	}
 }

@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
 #include "harness.h"
 
 #define POOL_2M "/proc/sys/vm/nr_hugepages"
@@ -121,6 +123,66 @@ Test(chain, no_pool_no_pool_message, .fini = restore) {
 		    r.err);
 		hp_run_free(&r);
 	}
+}
+
+/* Opens of the pool's free_hugepages while pool_later N 0 runs under
+ * CONF, counted by strace; -1 if strace is missing. */
+static int sysfs_reads(const char *conf, const char *n) {
+	char trace[64], env0[200];
+	snprintf(trace, sizeof trace, "/tmp/hp-sysfs.%d", (int)getpid());
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, NULL};
+	const char *argv[] = {"strace", "-f", "-qq", "-e", "trace=openat", "-o",
+	    trace, hp_path("pool_later"), n, "0", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	if (r.code == 127 || strstr(r.err, "No such file")) {
+		hp_run_free(&r);
+		return -1;
+	}
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "blocks"), atol(n));
+	hp_run_free(&r);
+	FILE *f = fopen(trace, "r");
+	cr_assert_not_null(f);
+	char line[512];
+	int reads = 0;
+	while (fgets(line, sizeof line, f))
+		reads += strstr(line, "hugepages-2048kB/free_hugepages") != NULL;
+	fclose(f);
+	unlink(trace);
+	return reads;
+}
+
+/* With no pool, new runs of the huge class read nothing from sysfs (the
+ * start-up probe reads the pool once); with a pool, each reads its free
+ * pages. */
+Test(chain, sysfs_read_only_when_a_pool_can_exist, .fini = restore) {
+	set_pool("0");
+	int none = sysfs_reads("backing:auto", "32");
+	if (none < 0)
+		cr_skip_test("strace is not installed (scripts/setup-deps "
+		    "installs it)");
+	cr_assert_leq(none, 1, "%d reads of free_hugepages with no pool", none);
+	set_pool("8");
+	int some = sysfs_reads("backing:auto", "32");
+	cr_assert_geq(some, 32, "%d reads with a pool of 8 pages", some);
+}
+
+/* A pool reserved while the program runs is used by its next new runs,
+ * within a maintenance pass or so (maintain_ms:50; polled, up to 10 s). */
+Test(chain, pool_reserved_later_is_used, .fini = restore) {
+	set_pool("0");
+	const char *env[] = {"HUGEPRELOAD_CONF=maintain_ms:50", NULL};
+	const char *argv[] = {hp_path("pool_later"), "4", "16", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	char buf[32];
+	hp_knob_read(POOL_2M, buf, sizeof buf);
+	if (atol(buf) != 16)
+		cr_skip_test("the kernel reserved %s huge pages of the 16 asked "
+		    "for (memory too fragmented)", buf);
+	cr_assert_eq(hp_kv(&r, "hugetlb_used"), 1, "%s", r.out);
+	hp_run_free(&r);
 }
 
 /* 4 threads write 1 GiB each in 8 MiB pieces while a 64-page pool runs

@@ -54,6 +54,34 @@ Test(stats, print_at_exit_text_json_prometheus) {
 	hp_run_free(&r);
 }
 
+/* The maintenance thread's own counters, live: with maintain_ms:20 its
+ * passes add up (polled until there are ten), each holds the huge class's
+ * page lock for some nanoseconds, and the longest no longer than all. */
+Test(stats, maintenance_counted) {
+	hp_run_t r = script("start $HP -- ${B}sleeper; "
+	    "passes() { $HP stat $pid > $T/s 2>/dev/null && test \"$(sed -n "
+	    "'s/^maintenance_passes *//p' $T/s)\" -ge 10; }; "
+	    "until_ok passes; grep '^maintenance_' $T/s; kill $pid; wait",
+	    "maintain_ms:20");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	unsigned long long passes = 0, ns = 0, max = 0, ms = 0;
+	const char *p = strstr(r.out, "maintenance_passes");
+	cr_assert(p && sscanf(p, "maintenance_passes %llu", &passes) == 1, "%s",
+	    r.out);
+	p = strstr(r.out, "maintenance_region_lock_ns");
+	cr_assert(p && sscanf(p, "maintenance_region_lock_ns %llu", &ns) == 1);
+	p = strstr(r.out, "maintenance_region_lock_max_ns");
+	cr_assert(p && sscanf(p, "maintenance_region_lock_max_ns %llu", &max) ==
+	    1);
+	p = strstr(r.out, "maintenance_interval_ms");
+	cr_assert(p && sscanf(p, "maintenance_interval_ms %llu", &ms) == 1);
+	cr_assert_geq(passes, 10, "%s", r.out);
+	cr_assert_gt(ns, 0, "%s", r.out);
+	cr_assert(max > 0 && max <= ns, "%s", r.out);
+	cr_assert_eq(ms, 20, "%s", r.out);
+	hp_run_free(&r);
+}
+
 /* A stats_file that cannot be opened: one line with the error's text, and
  * the program's own exit status. */
 Test(stats, stats_file_error_has_its_text) {
@@ -332,7 +360,7 @@ Test(wrapper, help_lists_every_key) {
 	    "collapse", "decay_ms", "reserve", "strand_limit", "stats_print",
 	    "stats_format", "stats_file", "stats_live", "verbose", "lifetime",
 	    "lifetime_sample", "lifetime_ms", "lifetime_record",
-	    "lifetime_profile"};
+	    "lifetime_profile", "maintain_ms"};
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
 		char k[40];
 		snprintf(k, sizeof k, "\n  %s ", keys[i]);

@@ -25,6 +25,7 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->lifetime == b->lifetime &&
 	    a->lifetime_sample == b->lifetime_sample &&
 	    a->lifetime_ms == b->lifetime_ms &&
+	    a->maintain_ms == b->maintain_ms &&
 	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
 	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0 &&
 	    a->stats_live == b->stats_live &&
@@ -206,6 +207,21 @@ Test(conf, lifetime_keys) {
 	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
+Test(conf, maintain_ms) {
+	msgs_t m;
+	hp_conf_t c = parse(NULL, &m);
+	cr_assert_eq(c.maintain_ms, 1000);
+	c = parse("maintain_ms:10", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.maintain_ms, 10);
+	c = parse("maintain_ms:3600000", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.maintain_ms, 3600000);
+	const char *bad[] = {"maintain_ms:9", "maintain_ms:0", "maintain_ms:-1",
+	    "maintain_ms:3600001", "maintain_ms:1s", "maintain_ms:"};
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
+}
+
 Test(conf, last_value_wins) {
 	msgs_t m;
 	hp_conf_t c = parse("decay_ms:1,decay_ms:2", &m);
@@ -216,7 +232,7 @@ Test(conf, describe_round_trips) {
 	msgs_t m;
 	hp_conf_t c = parse("large_threshold:3m,backing:hugetlb,decay_ms:9,"
 	    "reserve:2g,hugetlb_size:1g,collapse:true,lifetime:replay,"
-	    "lifetime_sample:8k,lifetime_ms:70", &m), d;
+	    "lifetime_sample:8k,lifetime_ms:70,maintain_ms:20", &m), d;
 	char buf[400];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);
