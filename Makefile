@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-threshold clean
+.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -183,6 +183,9 @@ bench-callgrind: all $(BUILD)/mfloop
 
 bench-maint: all $(BUILD)/maint
 	scripts/bench-maint
+
+bench-embedding: all $(BUILD)/workloads
+	scripts/bench-embedding
 
 bench-threshold: all $(BUILD)/sizes
 	scripts/bench-threshold

@@ -142,6 +142,11 @@ static void discard(void) {
 }
 
 void *hp_edata_get(void *tsdn, void *cache) {
+#ifdef HP_EDATA_JEMALLOC
+	/* scripts/bench-embedding's other build: what any public route to
+	 * jemalloc gives, its descriptors in its own never-freed cache. */
+	return hp_je_edata_cache_get(tsdn, cache);
+#endif
 	hp_lock(&edata_lock);
 	size_t i = first_avail();
 	if (i == MAX_PAGES && !failed && (backoff == 0 || --backoff == 0)) {
