@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: every workload under every allocator
-configuration in one run, interleaved (A B C ... A B C ...), several runs
-each. Reports medians, min-max and ratios to glibc, peak memory (hugetlbfs
-pages included) and huge-page figures; writes results/<stamp>/results.json
-and results.md. The hugetlbfs pool is reserved only around the
-configurations that use it, and every knob touched is put back.
+configuration in one run, interleaved (A B C ... A B C ...), at least 3
+runs each (quick mode too). Reports medians, min-max and ratios to glibc,
+peak memory (hugetlbfs pages included) and huge-page figures, and for
+every timed workload a control beside them: glibc with every heap and
+mapping hand-advised (MADV_HUGEPAGE, which glibc.malloc.hugetlb=1 does
+for all of them), as much of the memory on huge pages as the host gives.
+The control's gain over glibc is the host's limit; each result is also
+shown as a share of it. The machine's load average is recorded before
+and after. Quick mode runs smaller sizes and six configurations (glibc,
+the control, jemalloc thp:always, mimalloc with large OS pages, tcmalloc,
+hugepreload) in about five minutes. Writes results/<stamp>/results.json,
+results.md and results.png. The hugetlbfs pool is reserved only around
+the configurations that use it, and every knob touched is put back.
 
 usage: scripts/bench.py [--quick] [--runs N] [--only W2,W6] [--configs a,b]
 """
@@ -28,8 +36,13 @@ POOL = "/proc/sys/vm/nr_hugepages"
 # workload / 2 is decided per workload), description)
 CONFIGS = {
     "glibc": ({}, False, "glibc malloc"),
-    "glibc-hugetlb1": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, False,
-                       "glibc, THP via madvise"),
+    # The host's limit, hand-advised: glibc madvises every heap and
+    # mapping it makes (MADV_HUGEPAGE) under glibc.malloc.hugetlb=1, so
+    # all of the program's memory may be on huge pages. It is also the
+    # peer "glibc with THP", so it has no second row.
+    "control": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, False,
+                "control: glibc, every heap and mapping madvised "
+                "(glibc.malloc.hugetlb=1)"),
     "glibc-hugetlb2": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, True,
                        "glibc, hugetlbfs pool"),
     "jemalloc": ({"LD_PRELOAD": LIB + "libjemalloc.so.2"}, False,
@@ -72,6 +85,9 @@ CONFIGS = {
 # set until their issue's targets are measured.
 OPTIONAL = {"hugepreload-off", "hugepreload-learn", "hugepreload-replay"}
 OUTDIR = None
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+QUICK_CONFIGS = ["glibc", "control", "jemalloc-thp", "mimalloc-large",
+                 "tcmalloc", "hugepreload"]
 
 # Workloads whose figure is memory, not time: the configurations of a run
 # go at once (their 15 s waits overlap), as many as fit in MemAvailable;
@@ -80,6 +96,9 @@ CONCURRENT = {"W4": (3200, 800), "W4r": (3200, 800)}
 
 # Exact figures (callgrind): one run each.
 EXACT = {"W5cg"}
+# Workloads whose figure is not a time: no control (and no THP change
+# while other configurations run beside each other).
+UNTIMED = EXACT | set(CONCURRENT)
 
 # The set-up figure shown beside the main one (first-touch faults are slow
 # on this VM, so W1-W3 report the hot phase as the main figure).
@@ -91,11 +110,11 @@ WORKLOADS = {
     "W1": (["hashmap", "10", "0"], "ns_per_insert", "ns/insert", 600,
            ["hashmap", "10", "0"]),
     "W1l": (["hashmap", "10", "50"], "ns_per_lookup", "ns/lookup", 600,
-            ["hashmap", "10", "20"]),
+            ["hashmap", "10", "10"]),
     "W2": (["chase", "4096", "20", "0"], "ns_per_load", "ns/load", 4200,
-           ["chase", "1024", "10", "0"]),
+           ["chase", "512", "5", "0"]),
     "W3": (["workloads", "objchase", "4000000", "2", "20"], "ns_per_load",
-           "ns/load", 8400, ["workloads", "objchase", "500000", "2", "10"]),
+           "ns/load", 8400, ["workloads", "objchase", "250000", "2", "5"]),
     "W4": (["workloads", "stranding", "2048", "0", "15"], "excess_kb",
            "kB over live after 15 s", 0,
            ["workloads", "stranding", "512", "0", "15"]),
@@ -192,55 +211,67 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--configs")
     a = ap.parse_args()
-    runs = a.runs or (1 if a.quick else 3)
+    runs = max(a.runs or 3, 1)
     workloads = a.only.split(",") if a.only else list(WORKLOADS)
-    configs = (a.configs.split(",") if a.configs else
-               [c for c in CONFIGS if c not in OPTIONAL])
+    configs = (a.configs.split(",") if a.configs else QUICK_CONFIGS
+               if a.quick else [c for c in CONFIGS if c not in OPTIONAL])
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = os.path.join(ROOT, "results", stamp)
     os.makedirs(outdir, exist_ok=True)
     global OUTDIR
     OUTDIR = outdir
-    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
-    saved = {POOL: knob(POOL), thp: knob(thp)}
-    results = {w: {c: [] for c in configs} for w in workloads}
-    total = sum(1 if w in EXACT else runs for w in workloads) * len(configs)
+    saved = {POOL: knob(POOL), THP: knob(THP)}
+    load0 = os.getloadavg()
+    t_start = time.monotonic()
+
+    def configs_of(w):
+        return [c for c in configs if c != "control" or w not in UNTIMED]
+    results = {w: {c: [] for c in configs_of(w)} for w in workloads}
+    total = sum((1 if w in EXACT else runs) * len(configs_of(w))
+                for w in workloads)
     done = 0
     try:
         for w in workloads:
+            def record(r, c, res):
+                nonlocal done
+                results[w][c].append(res)
+                done += 1
+                fig = res.get("main")
+                print(f"[{done}/{total}] {w} run {r + 1} {c:20} "
+                      f"{res.get('error') or f'{fig:.2f}'}", flush=True)
+            if w in CONCURRENT:
+                # Memory, not time: every run of every configuration at
+                # once, as many as fit in MemAvailable (their 15 s waits
+                # overlap). A replay waits for the profile its learn
+                # runs write.
+                need = CONCURRENT[w][1 if a.quick else 0]
+                fit = int(0.8 * meminfo("MemAvailable:") / 1024 // need)
+                later = [c for c in configs_of(w) if "lifetime_profile" in
+                         CONFIGS[c][0].get("HUGEPRELOAD_CONF", "")]
+                for group in ([c for c in configs_of(w) if c not in later],
+                              later):
+                    batch = [(r, c) for r in range(runs) for c in group]
+                    if not batch:
+                        continue
+                    with concurrent.futures.ThreadPoolExecutor(
+                            max(1, min(len(batch), fit))) as ex:
+                        for (r, c), res in zip(batch, ex.map(
+                                lambda rc: run_one(rc[1], w, a.quick),
+                                batch)):
+                            record(r, c, res)
+                continue
             # Instruction counts are exact: one run is the median.
             for r in range(1 if w in EXACT else runs):
-                def record(c, res):
-                    nonlocal done
-                    results[w][c].append(res)
-                    done += 1
-                    fig = res.get("main")
-                    print(f"[{done}/{total}] {w} run {r + 1} {c:20} "
-                          f"{res.get('error') or f'{fig:.2f}'}", flush=True)
-                if w in CONCURRENT:
-                    need = CONCURRENT[w][1 if a.quick else 0]
-                    fit = int(0.8 * meminfo("MemAvailable:") / 1024 // need)
-                    # A replay waits for the profile its learn run writes.
-                    later = [c for c in configs if "lifetime_profile" in
-                             CONFIGS[c][0].get("HUGEPRELOAD_CONF", "")]
-                    for batch in ([c for c in configs if c not in later],
-                                  later):
-                        if not batch:
-                            continue
-                        with concurrent.futures.ThreadPoolExecutor(
-                                max(1, min(len(batch), fit))) as ex:
-                            for c, res in zip(batch, ex.map(
-                                    lambda c: run_one(c, w, a.quick), batch)):
-                                record(c, res)
-                else:                        # interleaved, one at a time
-                    for c in configs:
-                        record(c, run_one(c, w, a.quick))
+                for c in configs_of(w):      # interleaved, one at a time
+                    record(r, c, run_one(c, w, a.quick))
     finally:
         for path, value in saved.items():
             if knob(path) != value:
                 knob(path, value.split("[")[-1].split("]")[0]
                      if "[" in value else value)
-    report(results, outdir, runs, a.quick)
+    load = {"before": load0, "after": os.getloadavg(),
+            "minutes": (time.monotonic() - t_start) / 60}
+    report(results, outdir, runs, a.quick, load)
 
 
 def summary(results):
@@ -261,49 +292,94 @@ def summary(results):
                           "huge_kb": statistics.median(huge) if huge else None,
                           "setup_s": statistics.median(setup) if setup else None}
         base = rows[w].get("glibc", {}).get("median")
+        base_peak = rows[w].get("glibc", {}).get("peak_kb")
+        ctl = rows[w].get("control", {}).get("median")
         for c, row in rows[w].items():
             if "median" in row and base:
                 row["ratio_to_glibc"] = row["median"] / base
+            if row.get("peak_kb") and base_peak:
+                row["peak_ratio"] = row["peak_kb"] / base_peak
+            # The host's gain is glibc's time less the control's; a
+            # result's share of it is how much of that it got. Below a
+            # 3% gain the host gives nothing to share.
+            if "median" in row and base and ctl and base - ctl > 0.03 * base:
+                row["share_of_gain"] = (base - row["median"]) / (base - ctl)
     return rows
 
 
-def report(results, outdir, runs, quick):
+def fmt(unit, v):
+    """kB without decimals; times and counts with two."""
+    return f"{v:.0f}" if unit.startswith("kB") else f"{v:.2f}"
+
+
+def report(results, outdir, runs, quick, load):
     rows = summary(results)
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "machine": f"{platform.node()} {platform.machine()} "
                        f"{os.cpu_count()} cores, kernel {platform.release()}",
-            "runs": runs, "quick": quick, "commit": subprocess.run(
+            "runs": runs, "quick": quick, "load": load,
+            "commit": subprocess.run(
                 ["git", "-C", ROOT, "describe", "--always", "--dirty"],
                 capture_output=True, text=True).stdout.strip()}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "summary": rows, "raw": results}, f,
                   indent=1)
+    la = lambda t: " ".join(f"{x:.2f}" for x in t)
     lines = [f"# hugepreload benchmark, {meta['date']}", "",
              f"{meta['machine']}; commit {meta['commit']}; {runs} run(s) "
              "per cell (W5cg: 1, exact), interleaved"
-             f"{' (quick)' if quick else ''}. Medians (min-max); ratio to "
-             "glibc; lower is better. Peak: most memory held (RSS plus "
-             "hugetlbfs pages); huge: of it, on huge pages (AnonHugePages plus "
-             "hugetlbfs) at that moment; set-up: median seconds of the "
-             "allocation phase, before the timed one.", ""]
+             f"{' (quick)' if quick else ''}; {load['minutes']:.1f} minutes. "
+             f"Load average (1, 5, 15 min) {la(load['before'])} before, "
+             f"{la(load['after'])} after.", "",
+             "Medians (min-max); ratio to glibc; lower is better. Peak: most "
+             "memory held (RSS plus hugetlbfs pages); huge: of it, on huge "
+             "pages (AnonHugePages plus hugetlbfs) at that moment; set-up: "
+             "median seconds of the allocation phase, before the timed one. "
+             "Control: glibc with every heap and mapping hand-advised "
+             "(MADV_HUGEPAGE, glibc.malloc.hugetlb=1), as much on huge pages "
+             "as the host gives; its gain over glibc is the host's limit, "
+             "and \"share\" is the part of that gain a configuration got "
+             "(1.00 all of it, above 1 more; n/a where the host gains less "
+             "than 3%).", ""]
+    timed = [w for w in rows if "control" in rows[w]]
+    if timed:
+        lines += ["## The host's gain and hugepreload's share of it", "",
+                  "| workload | glibc | control | host gain | hugepreload | "
+                  "share |", "|---|---|---|---|---|---|"]
+        for w in timed:
+            g, c = rows[w].get("glibc", {}), rows[w]["control"]
+            h = rows[w].get("hugepreload", {})
+            if "median" not in g or "median" not in c:
+                continue
+            share = h.get("share_of_gain")
+            hp = f"{h['median']:.2f}" if "median" in h else "error"
+            lines.append(
+                f"| {w} ({WORKLOADS[w][2]}) | {g['median']:.2f} | "
+                f"{c['median']:.2f} | {g['median'] / c['median']:.2f}x | "
+                f"{hp} | {'n/a' if share is None else f'{share:.2f}'} |")
+        lines.append("")
     for w, per in rows.items():
         unit = WORKLOADS[w][2]
         lines += [f"## {w}: {unit}", "",
-                  "| configuration | median | min-max | ratio | peak MiB | "
-                  "huge MiB | set-up s |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| configuration | median | min-max | ratio | share | "
+                  "peak MiB | huge MiB | set-up s |",
+                  "|---|---|---|---|---|---|---|---|"]
         for c, row in per.items():
             if "error" in row:
-                lines.append(f"| {c} | error: {row['error']} | | | | | |")
+                lines.append(f"| {c} | error: {row['error']} | | | | | | |")
                 continue
             mib = lambda kb: "" if kb is None else f"{kb / 1024:.0f}"
             sec = "" if row["setup_s"] is None else f"{row['setup_s']:.2f}"
             ratio = row.get("ratio_to_glibc")
-            lines.append(f"| {c} | {row['median']:.2f} | {row['min']:.2f}-"
-                         f"{row['max']:.2f} | "
+            share = row.get("share_of_gain")
+            shown = ("" if w not in timed else "n/a" if share is None
+                     else f"{share:.2f}")
+            name = f"**{c}**" if c.startswith("hugepreload") else c
+            lines.append(f"| {name} | {fmt(unit, row['median'])} | "
+                         f"{fmt(unit, row['min'])}-{fmt(unit, row['max'])} | "
                          f"{'' if ratio is None else f'{ratio:.2f}'} | "
-                         f"{mib(row['peak_kb'])} | {mib(row['huge_kb'])} | "
-                         f"{sec} |")
+                         f"{shown} | {mib(row['peak_kb'])} | "
+                         f"{mib(row['huge_kb'])} | {sec} |")
         lines.append("")
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(lines))
@@ -313,36 +389,74 @@ def report(results, outdir, runs, quick):
 
 
 def chart(rows, outdir, meta):
-    """Ratio to glibc, per workload (clusters) and configuration (bars)."""
-    workloads = list(rows)
-    if not any("ratio_to_glibc" in r for w in rows.values() for r in w.values()):
+    """Two panels, ratios to glibc on a log scale: time (timed workloads)
+    and memory (W4/W4r's excess, and every workload's peak). Clusters are
+    workloads, one bar per configuration, hugepreload's in red; bars past
+    the axis are clipped and their value printed above them."""
+    configs = [c for c in CONFIGS if any(c in rows[w] for w in rows)]
+    time_w = [w for w in rows if w not in CONCURRENT and w not in EXACT]
+    panels = [("time", "time, ratio to glibc",
+               [(w, {c: r.get("ratio_to_glibc") for c, r in rows[w].items()})
+                for w in time_w])]
+    mem = [(w, {c: r.get("ratio_to_glibc") for c, r in rows[w].items()})
+           for w in rows if w in CONCURRENT]
+    mem += [(w + " peak", {c: r.get("peak_ratio") for c, r in rows[w].items()})
+            for w in rows if w not in CONCURRENT and w not in EXACT]
+    panels.append(("memory", "memory (W4/W4r: kB over live; others: peak), "
+                   "ratio to glibc", mem))
+    if not any(v for _, _, ws in panels for _, per in ws for v in per.values()):
         print("no chart: glibc was not in the run (the chart shows ratios "
               "to glibc)")
         return
-    configs = [c for c in CONFIGS if any(c in rows[w] for w in workloads)]
-    data = os.path.join(outdir, "ratios.dat")
-    with open(data, "w") as f:
-        f.write("config " + " ".join(workloads) + "\n")
-        for c in configs:
-            vals = [rows[w].get(c, {}).get("ratio_to_glibc") for w in workloads]
-            f.write(c + " " + " ".join(f"{v:.4f}" if v else "NaN"
-                                       for v in vals) + "\n")
-    plot = f"""set terminal pngcairo size 1400,700 font ',10'
-set output '{outdir}/results.png'
-set title 'hugepreload benchmark {meta["date"]}: median ratio to glibc (lower is better)'
-set style data histograms
-set style histogram clustered gap 2
-set style fill solid 0.8 border -1
-set boxwidth 0.9
-set key outside right
-set grid ytics
-set yrange [0:*]
-set xtics rotate by -30
-plot for [i=2:{len(workloads) + 1}] '{data}' using i:xtic(1) title columnheader(i)
-"""
+    lo, hi = 0.25, 4.0
+    palette = ["#4c72b0", "#6a8fc8", "#55a868", "#7fbf8f", "#8172b2",
+               "#a597cc", "#937860", "#b59f8a", "#999999", "#bbbbbb"]
+    colors, k = {}, 0
+    for c in configs:
+        if c.startswith("hugepreload"):
+            colors[c] = ["#d62728", "#ff7f0e", "#e377c2", "#bcbd22"][
+                sum(1 for x in colors if x.startswith("hugepreload")) % 4]
+        else:
+            colors[c] = palette[k % len(palette)]
+            k += 1
+    n = len(configs)
+    w = 0.8 / n                                  # bar width; clusters at 0, 1, ..
+    off = {c: (j - (n - 1) / 2) * w for j, c in enumerate(configs)}
+    script = [f"set terminal pngcairo size 1500,1000 font ',10' noenhanced",
+              f"set output '{outdir}/results.png'",
+              "set multiplot layout 2,1 title 'hugepreload benchmark "
+              f"{meta['date']}: median ratio to glibc, log scale, lower is "
+              f"better; hugepreload in red/orange; clipped bars carry their "
+              f"value'",
+              "set style fill solid 0.9 border -1",
+              "set key outside right", "set grid ytics",
+              "set logscale y 2", f"set yrange [{lo}:{hi}]",
+              "set ytics (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4)"]
+    for name, title, ws in panels:
+        data = os.path.join(outdir, f"{name}.dat")
+        with open(data, "w") as f:
+            f.write("# workload " + " ".join(configs) + "\n")
+            for wl, per in ws:
+                f.write(wl.replace(" ", "_") + " " + " ".join(
+                    "NaN" if not per.get(c) else
+                    f"{min(max(per[c], lo), hi):.4f}" for c in configs) + "\n")
+        labels = [f"set label '{v:.2g}' at {i + off[c]:.3f},"
+                  f"{hi * 0.9 if v > hi else lo * 1.1} center font ',8' front"
+                  for i, (wl, per) in enumerate(ws) for c in configs
+                  if (v := per.get(c)) and (v > hi or v < lo)]
+        tics = ", ".join(f"'{wl}' {i}" for i, (wl, _) in enumerate(ws))
+        script += [f"set title '{title}'", "unset label",
+                   f"set xtics ({tics})",
+                   f"set xrange [-0.5:{len(ws) - 0.5}]"] + labels + [
+            "plot " + ", ".join(
+                f"'{data}' using ($0 + {off[c]:.4f}):{j + 2}:({w:.4f})"
+                f" with boxes title '{c}' "
+                f"lc rgb '{colors[c]}'" for j, c in enumerate(configs)) +
+            ", 1 with lines lc rgb 'black' dt 2 notitle"]
+    script.append("unset multiplot")
     try:
-        subprocess.run(["gnuplot"], input=plot, text=True, check=True,
-                       capture_output=True)
+        subprocess.run(["gnuplot"], input="\n".join(script) + "\n",
+                       text=True, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"no chart: gnuplot failed ({e})")
 
