@@ -66,7 +66,7 @@ static void start(void) {
 	bool no_huge = hp_conf.backing != HP_BACKING_NONE &&
 	    strncmp(chain, "hugetlb", 7) != 0 && !hp_backing_thp_usable();
 	if (hp_conf.verbose) {
-		char policy[200];
+		char policy[sizeof ((hp_stats_t *)0)->policy];
 		hp_conf_describe(&hp_conf, policy, sizeof policy);
 		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s); "
 		    "small class on 4k (MADV_NOHUGEPAGE)", policy, huge ? chain :

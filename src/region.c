@@ -343,6 +343,7 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 				tally(q, -1);
 				hpage_zapped(page_of(q));
 				page_of(q)->map = HP_MAP_NONE;
+				tally(q, 1);             /* unmapped: adds nothing */
 			}
 			hp_region.hugetlb_1g--;
 			n_released += HP_PER_GIB;
@@ -444,7 +445,7 @@ static size_t stranded_of(const hp_hpage_t *pg) {
  */
 typedef struct {
 	hp_arena_stats_t a;      /* the page-level fields only */
-	uint64_t thp_stranded;   /* stranded on THP pages: what a split frees */
+	uint64_t thp_stranded;   /* on unsplit THP pages: what a split frees */
 } tally_t;
 static tally_t totals;
 
@@ -489,9 +490,11 @@ static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
 	}
 	unsigned live = HP_SUBPAGES - pg->nreleased;
 	a->live_hist[live * HP_HIST_BUCKETS / (HP_SUBPAGES + 1)] += s;
-	a->stranded_bytes += s * stranded_of(pg);
-	if (pg->map == HP_MAP_THP)
-		t->thp_stranded += s * stranded_of(pg);
+	uint64_t stranded = stranded_of(pg);
+	a->stranded_bytes += s * stranded;
+	/* What strand_limit can give back: on THP pages not yet split. */
+	if (pg->map == HP_MAP_THP && !pg->split)
+		t->thp_stranded += s * stranded;
 }
 
 static void tally(uintptr_t hp, int sign) {

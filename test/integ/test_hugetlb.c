@@ -175,9 +175,11 @@ Test(chain, pool_reserved_later_is_used, .fini = restore) {
 	const char *env[] = {"HUGEPRELOAD_CONF=maintain_ms:50", NULL};
 	const char *argv[] = {hp_path("pool_later"), "4", "16", NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
-	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	char buf[32];
 	hp_knob_read(POOL_2M, buf, sizeof buf);
+	if (r.code == 3)
+		cr_skip_test("could not write %s here", POOL_2M);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	if (atol(buf) != 16)
 		cr_skip_test("the kernel reserved %s huge pages of the 16 asked "
 		    "for (memory too fragmented)", buf);

@@ -83,6 +83,14 @@ static long rss_kb_of(const void *p) {
 	return kb;
 }
 
+/* The huge class's page counters now; the debug build (this one) also
+ * recounts every page and asserts the kept totals agree. */
+static hp_arena_stats_t scan(void) {
+	hp_arena_stats_t st = {0};
+	hp_region_scan(&st);
+	return st;
+}
+
 Test(region, carve_release_reuse) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
@@ -99,7 +107,16 @@ Test(region, carve_release_reuse) {
 	cr_assert_eq(hp_region.pages[0].map, HP_MAP_THP, "mapped on commit");
 	cr_assert_eq(hp_region.pages[1].map, HP_MAP_THP);
 	cr_assert_eq(hp_region.pages[2].map, HP_MAP_NONE);
+	hp_arena_stats_t st = scan();      /* page 0 full, page 1 half */
+	cr_assert_eq(st.mapped_bytes, 2 * HP_HUGE);
+	cr_assert_eq(st.thp_bytes, 2 * HP_HUGE);
+	cr_assert_eq(st.pages_full, 1);
+	cr_assert_eq(st.pages_partial, 1);
+	cr_assert_eq(st.stranded_bytes, 1 << 20, "page 1's free half");
 	char *b = hp_region_alloc(1 << 20, HP_PAGE, true);
+	st = scan();
+	cr_assert_eq(st.pages_full, 2);
+	cr_assert_eq(st.stranded_bytes, 0);
 	cr_assert_eq(b, a + (3 << 20), "contiguous");
 	char *u = hp_region_alloc(4 << 20, HP_PAGE, false);
 	cr_assert_eq(hp_region.pages[2].map, HP_MAP_NONE, "uncommitted: unmapped");
@@ -113,18 +130,26 @@ Test(region, carve_release_reuse) {
 	 * goes back. */
 	hp_region_release(a + (1 << 20), 2 << 20);
 	cr_assert_eq(rss_kb_of(a), full);
+	st = scan();      /* pages 0 and 1 half free, and page 2 (u's) */
+	cr_assert_eq(st.stranded_bytes, 3 << 20);
+	cr_assert_eq(st.pages_partial, 3);
 	/* Releasing [0, 1 MiB) empties page 0: it goes back. */
 	hp_region_release(a, 1 << 20);
 	cr_assert_leq(rss_kb_of(a), full - 2048);
+	st = scan();
+	cr_assert_eq(st.pages_released, 1);
+	cr_assert_eq(st.pages_partial, 2, "page 0 gone; pages 1 and 2 half");
 	/* Reusing [1 MiB, 3 MiB): page 1's stale subpages come back zeroed,
 	 * page 0's were given back and read as zero. */
 	hp_region_reuse(a + (1 << 20), 2 << 20);
 	for (size_t i = 1 << 20; i < (3u << 20); i += 4096)
 		cr_assert_eq(a[i], 0, "offset %zu", i);
+	scan();
 	cr_assert_null(hp_region_alloc((size_t)1 << 33, HP_PAGE, true),
 	    "beyond the reservation");
 	char *c = hp_region_alloc(HP_HUGE, HP_HUGE, true);
 	cr_assert_eq((uintptr_t)c % HP_HUGE, 0, "aligned carve");
+	scan();
 }
 
 /* The debug build's checks on ranges and page indexes. */
