@@ -222,6 +222,10 @@ def main():
     OUTDIR = outdir
     saved = {POOL: knob(POOL), THP: knob(THP)}
     load0 = os.getloadavg()
+    # The commit measured: read now, not after edits made during the run.
+    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always",
+                             "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
     t_start = time.monotonic()
 
     def configs_of(w):
@@ -270,7 +274,7 @@ def main():
                 knob(path, value.split("[")[-1].split("]")[0]
                      if "[" in value else value)
     load = {"before": load0, "after": os.getloadavg(),
-            "minutes": (time.monotonic() - t_start) / 60}
+            "minutes": (time.monotonic() - t_start) / 60, "commit": commit}
     report(results, outdir, runs, a.quick, load)
 
 
@@ -318,9 +322,7 @@ def report(results, outdir, runs, quick, load):
             "machine": f"{platform.node()} {platform.machine()} "
                        f"{os.cpu_count()} cores, kernel {platform.release()}",
             "runs": runs, "quick": quick, "load": load,
-            "commit": subprocess.run(
-                ["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                capture_output=True, text=True).stdout.strip()}
+            "commit": load.pop("commit")}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"meta": meta, "summary": rows, "raw": results}, f,
                   indent=1)
