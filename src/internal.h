@@ -173,6 +173,7 @@ void hp_stats_init(void);
 void hp_stats_refresh(bool enforce);
 void hp_stats_start_thread(void);
 void hp_stats_atfork_child(void);
+void hp_heap_totals(hp_heap_t *h);
 
 /* site.c: allocation sites, keys and lifetime decisions. */
 extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */

@@ -99,6 +99,47 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 	arena_stat(ind, "base", &a->metadata_bytes);
 }
 
+/* The heap as jemalloc counts it now, for the allocator extension APIs
+ * (mallinfo.c): one epoch, then both classes. */
+void hp_heap_totals(hp_heap_t *h) {
+	memset(h, 0, sizeof *h);
+	if (!hp_init())
+		return;
+	uint64_t epoch = 1, small_live = 0, huge_live = 0, nmalloc = 0,
+	    ndalloc = 0, all_pactive = 0, huge_pactive = 0, all_mapped = 0,
+	    huge_mapped = 0;
+	size_t sz = sizeof epoch;
+	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
+	arena_stat(4096, "small.allocated", &small_live);
+	arena_stat(4096, "large.allocated", &small_live);
+	arena_stat(4096, "pactive", &all_pactive);
+	arena_stat(4096, "mapped", &all_mapped);
+	unsigned huge = hp_huge_arena();
+	if (hp_threshold != SIZE_MAX && huge != HP_NO_ARENA) {
+		arena_stat(huge, "small.allocated", &huge_live);
+		arena_stat(huge, "large.allocated", &huge_live);
+		arena_stat(huge, "small.nmalloc", &nmalloc);
+		arena_stat(huge, "large.nmalloc", &nmalloc);
+		arena_stat(huge, "small.ndalloc", &ndalloc);
+		arena_stat(huge, "large.ndalloc", &ndalloc);
+		arena_stat(huge, "pactive", &huge_pactive);
+		arena_stat(huge, "mapped", &huge_mapped);
+	}
+	/* Merged "all" includes the huge arena: take it out, clamped (the
+	 * two reads are not one snapshot). */
+#define LESS(a, b) ((a) > (b) ? (a) - (b) : 0)
+	h->small_live = LESS(small_live, huge_live);
+	h->small_active = LESS(all_pactive, huge_pactive) * HP_PAGE;
+	if (h->small_active < h->small_live)
+		h->small_active = h->small_live;
+	h->small_mapped = LESS(all_mapped, huge_mapped);
+	h->huge_live = huge_live;
+	h->huge_count = LESS(nmalloc, ndalloc);
+	h->huge_active = huge_pactive * HP_PAGE;
+	h->huge_mapped = huge_mapped;
+#undef LESS
+}
+
 static uint64_t limit_of(const hp_arena_stats_t *huge) {
 	return hp_conf.strand_pct ? huge->resident_bytes / 100 *
 	    hp_conf.strand_limit : hp_conf.strand_limit;

@@ -125,6 +125,16 @@ typedef struct {
 	bool split;              /* free parts purged by strand_limit */
 } hp_hpage_t;
 
+/* The heap now, as jemalloc counts it (stats.c hp_heap_totals): what the
+ * allocator extension APIs report. Bytes, but huge_count. */
+typedef struct {
+	uint64_t small_live;         /* allocated, small class */
+	uint64_t small_active;       /* in pages with an allocation, small class */
+	uint64_t small_mapped;       /* mapped by the small class's arenas */
+	uint64_t huge_live, huge_count; /* allocated in the huge class */
+	uint64_t huge_active, huge_mapped;
+} hp_heap_t;
+
 /* The maintenance thread's passes (stats.c), as of the pass before the
  * last refresh: each drives the huge arena's decay, trims descriptors,
  * refreshes the counters and enforces strand_limit. */

@@ -7,7 +7,8 @@
 Test(exports, exactly_the_malloc_family_and_public_api) {
 	const char *want[] = {"aligned_alloc", "calloc", "free",
 	    "hugepreload_class", "hugepreload_policy", "hugepreload_version",
-	    "malloc", "malloc_trim", "malloc_usable_size", "memalign",
+	    "mallinfo", "mallinfo2", "malloc", "malloc_info", "malloc_stats",
+	    "malloc_trim", "malloc_usable_size", "mallopt", "memalign",
 	    "posix_memalign", "pvalloc", "realloc", "reallocarray", "valloc"};
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "nm -D --defined-only %s | awk '{print $3}' "
