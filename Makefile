@@ -88,10 +88,14 @@ PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
-	$(BUILD)/promcheck.py $(BUILD)/libltsite.so
+	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
+
+# Linked with Debian's libjemalloc, as Redis is.
+$(BUILD)/jeapi: test/progs/jeapi.c
+	$(CC) $(TCFLAGS) -o $@ $< -ljemalloc
 
 $(BUILD)/cxx: test/progs/cxx.cpp
 	$(CXX) -O2 -o $@ $<

@@ -23,6 +23,11 @@ HP_JE_API void *hp_je_mallocx(size_t, int);
 HP_JE_API void *hp_je_rallocx(void *, size_t, int);
 HP_JE_API size_t hp_je_sallocx(const void *, int);
 HP_JE_API void hp_je_dallocx(void *, int);
+HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
+HP_JE_API size_t hp_je_nallocx(size_t, int);
+HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);
+HP_JE_API int hp_je_mallctlbymib(const size_t *, size_t, void *, size_t *,
+    void *, size_t);
 HP_JE_API int hp_je_mallctl(const char *, void *, size_t *, void *, size_t);
 HP_JE_API void hp_je_malloc_stats_print(void (*)(void *, const char *),
     void *, const char *);

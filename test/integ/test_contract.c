@@ -244,3 +244,75 @@ Test(contract, one_call_site_both_classes) {
 	cr_assert_null(bad, "new thread: malloc(%zu) from one site: wrong class",
 	    (size_t)bad);
 }
+
+/* jemalloc's API (src/jeapi.c), both classes: flags honoured, errno kept
+ * on success, sizes that agree with each other, mallctl's errors. */
+void *mallocx(size_t, int);
+void *rallocx(void *, size_t, int);
+size_t xallocx(void *, size_t, size_t, int);
+size_t sallocx(const void *, int);
+void dallocx(void *, int);
+void sdallocx(void *, size_t, int);
+size_t nallocx(size_t, int);
+int mallctl(const char *, void *, size_t *, void *, size_t);
+#define LG_ALIGN(la) ((int)(la))
+#define ZERO 0x40
+
+Test(contract, mallocx_family_both_classes) {
+	size_t sizes[] = {1, 100, 4096, 100000, 3 * MIB, 9 * MIB};
+	for (size_t i = 0; i < 6; i++)
+		for (unsigned la = 0; la <= 21; la += 3) {
+			/* A dirty block first, so that ZERO has work to do. */
+			unsigned char *d = malloc(sizes[i]);
+			memset(d, 0xa5, sizes[i]);
+			free(d);
+			errno = 4321;
+			unsigned char *p = mallocx(sizes[i], LG_ALIGN(la) | ZERO);
+			cr_assert_not_null(p);
+			cr_assert_eq(errno, 4321, "mallocx changed errno");
+			cr_assert_eq((uintptr_t)p % ((size_t)1 << la), 0);
+			for (size_t k = 0; k < sizes[i]; k++)
+				if (p[k])
+					cr_assert_fail("byte %zu of %zu not zero", k, sizes[i]);
+			cr_assert_eq(sallocx(p, 0), malloc_usable_size(p));
+			cr_assert_geq(sallocx(p, 0), sizes[i]);
+			cr_assert_geq(xallocx(p, sizes[i], 0, 0), sizes[i]);
+			if (la == 0)
+				cr_assert_eq(nallocx(sizes[i], 0), sallocx(p, 0),
+				    "nallocx %zu", sizes[i]);
+			fill(p, sizes[i], (unsigned)i);
+			/* Across the classes and back, data kept. */
+			size_t to = sizes[(i + 3) % 6];
+			unsigned char *q = rallocx(p, to, LG_ALIGN(la));
+			cr_assert_not_null(q);
+			cr_assert_eq((uintptr_t)q % ((size_t)1 << la), 0);
+			check(q, sizes[i] < to ? sizes[i] : to, (unsigned)i);
+			sdallocx(q, to, LG_ALIGN(la));
+		}
+	void *h = mallocx(8 * MIB, LG_ALIGN(21));
+	cr_assert_eq(hugepreload_class(h), HUGEPRELOAD_CLASS_HUGE);
+	dallocx(h, 0);
+	cr_assert_null(mallocx(SIZE_MAX - 4096, 0));
+}
+
+Test(contract, mallctl_answers_for_the_heap) {
+	const char *v = NULL;
+	size_t sz = sizeof v;
+	cr_assert_eq(mallctl("version", &v, &sz, NULL, 0), 0);
+	cr_assert(strncmp(v, "hugepreload ", 12) == 0 && strstr(v, "jemalloc"),
+	    "%s", v);
+	cr_assert_eq(mallctl("version", NULL, NULL, &v, sizeof v), EPERM);
+	size_t small = 1;
+	cr_assert_eq(mallctl("version", &v, &small, NULL, 0), EINVAL);
+	cr_assert_eq(mallctl("no.such.name", NULL, NULL, NULL, 0), ENOENT);
+	uint64_t epoch = 1;
+	size_t esz = sizeof epoch, before = 0, after = 0, ssz = sizeof before;
+	mallctl("epoch", &epoch, &esz, &epoch, esz);
+	cr_assert_eq(mallctl("stats.allocated", &before, &ssz, NULL, 0), 0);
+	void *volatile h = malloc(16 * MIB);     /* the huge class */
+	cr_assert_eq(hugepreload_class(h), HUGEPRELOAD_CLASS_HUGE);
+	mallctl("epoch", &epoch, &esz, &epoch, esz);
+	mallctl("stats.allocated", &after, &ssz, NULL, 0);
+	cr_assert_geq(after, before + 16 * MIB, "the huge class is counted");
+	free(h);
+}

@@ -5,11 +5,14 @@
 #include "harness.h"
 
 Test(exports, exactly_the_malloc_family_and_public_api) {
-	const char *want[] = {"aligned_alloc", "calloc", "free",
+	const char *want[] = {"aligned_alloc", "calloc", "dallocx", "free",
 	    "hugepreload_class", "hugepreload_policy", "hugepreload_version",
-	    "mallinfo", "mallinfo2", "malloc", "malloc_info", "malloc_stats",
-	    "malloc_trim", "malloc_usable_size", "mallopt", "memalign",
-	    "posix_memalign", "pvalloc", "realloc", "reallocarray", "valloc"};
+	    "mallctl", "mallctlbymib", "mallctlnametomib", "mallinfo",
+	    "mallinfo2", "malloc", "malloc_info", "malloc_stats",
+	    "malloc_stats_print", "malloc_trim", "malloc_usable_size",
+	    "mallocx", "mallopt", "memalign", "nallocx",
+	    "posix_memalign", "pvalloc", "rallocx", "realloc", "reallocarray",
+	    "sallocx", "sdallocx", "valloc", "xallocx"};
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "nm -D --defined-only %s | awk '{print $3}' "
 	    "| sort", hp_path("libhugepreload.so"));

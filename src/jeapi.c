@@ -1,0 +1,164 @@
+/*
+ * jemalloc's non-standard API over the one heap. A program linked with
+ * libjemalloc.so.2 (Redis, say) takes malloc and free from the library
+ * but mallctl, mallocx and the rest from its own jemalloc, which then
+ * describes a heap nobody uses. Exported from here, they win the lookup
+ * as malloc does, and serve the library's heap:
+ * - mallocx, rallocx, dallocx, sdallocx, sallocx go through the malloc
+ *   family (tail calls where the flags allow, so the caller's return
+ *   address still keys lifetime sampling): MALLOCX_LG_ALIGN and
+ *   MALLOCX_ZERO are honoured; tcache flags are ignored (jemalloc's own
+ *   thread caches serve either way); an explicit MALLOCX_ARENA goes to
+ *   the embedded jemalloc as asked (an arena the program made through
+ *   mallctl "arenas.create"), outside the huge class.
+ * - xallocx and nallocx ask the embedded jemalloc: every object of both
+ *   classes is one of its allocations.
+ * - mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print are the
+ *   embedded jemalloc's, whose arenas are both classes ("stats.allocated"
+ *   counts the huge class too); "version" names the library and the
+ *   jemalloc under it.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "je.h"
+#include "hugepreload.h"
+
+#define ARENA_FLAGS  (~(unsigned)0 << 20)     /* MALLOCX_ARENA(a) */
+#define ALIGN_FLAGS  0x3f                     /* MALLOCX_LG_ALIGN(la) */
+
+static size_t align_of(int flags) {
+	unsigned la = (unsigned)flags & ALIGN_FLAGS;
+	return la ? (size_t)1 << la : 0;
+}
+
+HP_EXPORT void *mallocx(size_t size, int flags) {
+	if ((unsigned)flags & ARENA_FLAGS)
+		return hp_je_mallocx(size, flags);
+	size_t align = align_of(flags);
+	bool zero = flags & MALLOCX_ZERO;
+	if (align <= HP_MALLOC_ALIGN)
+		return zero ? calloc(1, size) : malloc(size);
+	void *p = NULL;
+	int saved = errno;
+	if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+	    size) != 0)
+		p = NULL;
+	errno = saved;
+	if (p != NULL && zero)
+		memset(p, 0, size);
+	return p;
+}
+
+HP_EXPORT void *rallocx(void *p, size_t size, int flags) {
+	if ((unsigned)flags & ARENA_FLAGS)
+		return hp_je_rallocx(p, size, flags);
+	if (align_of(flags) <= HP_MALLOC_ALIGN && !(flags & MALLOCX_ZERO))
+		return realloc(p, size);
+	size_t old = malloc_usable_size(p);
+	void *q = mallocx(size, flags);
+	if (q == NULL)
+		return NULL;                 /* p is left as it was */
+	memcpy(q, p, old < size ? old : size);
+	free(p);
+	return q;
+}
+
+HP_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags) {
+	return hp_je_xallocx(p, size, extra, flags & ~(int)ARENA_FLAGS);
+}
+
+HP_EXPORT size_t sallocx(const void *p, int flags) {
+	(void)flags;
+	return malloc_usable_size((void *)p);
+}
+
+HP_EXPORT void dallocx(void *p, int flags) {
+	(void)flags;
+	free(p);
+}
+
+/* jemalloc checks the size class only in its debug builds; so does this
+ * (a wrong size is the program's bug, and free() needs no size). */
+HP_EXPORT void sdallocx(void *p, size_t size, int flags) {
+	(void)size;
+	(void)flags;
+	hp_assert(p == NULL || hp_je_nallocx(size, flags & ~(int)ARENA_FLAGS) ==
+	    malloc_usable_size(p));
+	free(p);
+}
+
+HP_EXPORT size_t nallocx(size_t size, int flags) {
+	if (!hp_init())
+		return 0;
+	return hp_je_nallocx(size, flags & ~(int)ARENA_FLAGS);
+}
+
+static char version[128];
+
+/* "hugepreload V (jemalloc V)", made once. */
+static const char *our_version(void) {
+	if (version[0] == '\0') {
+		const char *je = "?";
+		size_t sz = sizeof je;
+		hp_je_mallctl("version", &je, &sz, NULL, 0);
+		char v[sizeof version];
+		size_t n = strlen(HUGEPRELOAD_VERSION), m = strlen(je);
+		if (n + m + 24 < sizeof v) {
+			memcpy(v, "hugepreload ", 12);
+			memcpy(v + 12, HUGEPRELOAD_VERSION, n);
+			memcpy(v + 12 + n, " (jemalloc ", 11);
+			memcpy(v + 23 + n, je, m);
+			memcpy(v + 23 + n + m, ")", 2);
+			memcpy(version, v, sizeof v);
+		}
+	}
+	return version[0] ? version : HUGEPRELOAD_VERSION;
+}
+
+/* "version" read (it cannot be written): the library's name with it. */
+static int read_version(void *oldp, size_t *oldlenp, void *newp) {
+	if (newp != NULL)
+		return EPERM;
+	if (oldp != NULL && oldlenp != NULL) {
+		if (*oldlenp != sizeof(const char *))
+			return EINVAL;
+		*(const char **)oldp = our_version();
+	}
+	return 0;
+}
+
+HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen) {
+	if (!hp_init())
+		return EAGAIN;
+	if (name != NULL && strcmp(name, "version") == 0)
+		return read_version(oldp, oldlenp, newp);
+	return hp_je_mallctl(name, oldp, oldlenp, newp, newlen);
+}
+
+HP_EXPORT int mallctlnametomib(const char *name, size_t *mibp,
+    size_t *miblenp) {
+	if (!hp_init())
+		return EAGAIN;
+	return hp_je_mallctlnametomib(name, mibp, miblenp);
+}
+
+HP_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp,
+    size_t *oldlenp, void *newp, size_t newlen) {
+	if (!hp_init())
+		return EAGAIN;
+	size_t vmib[1], vlen = 1;
+	if (miblen == 1 && hp_je_mallctlnametomib("version", vmib, &vlen) == 0 &&
+	    mib[0] == vmib[0])
+		return read_version(oldp, oldlenp, newp);
+	return hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
+}
+
+HP_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *),
+    void *cbopaque, const char *opts) {
+	if (hp_init())
+		hp_je_malloc_stats_print(write_cb, cbopaque, opts);
+}

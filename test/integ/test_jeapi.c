@@ -1,0 +1,30 @@
+/* jemalloc's API in a program linked with -ljemalloc (as Redis is), run
+ * under the library: it describes and serves the library's heap, not the
+ * program's own, unused, jemalloc. */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "harness.h"
+
+Test(jeapi, linked_program_sees_the_library_heap) {
+	const char *argv[] = {hp_path("jeapi"), NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "version=hugepreload ") &&
+	    strstr(r.out, "(jemalloc 5.3"), "%s", r.out);
+	long long req = hp_kv(&r, "requested"), got = hp_kv(&r, "allocated");
+	/* 100 B takes a 112 B class: within 10% of what was asked. */
+	cr_assert(got >= req && got <= req + req / 10,
+	    "stats.allocated %lld for %lld requested", got, req);
+	cr_assert_geq(hp_kv(&r, "active"), got);
+	const char *ok[] = {"zero_ok", "align_ok", "huge_ok", "rallocx_ok",
+	    "sallocx_ok", "xallocx_ok"};
+	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+		cr_assert_eq(hp_kv(&r, ok[i]), 1, "%s\n%s", ok[i], r.out);
+	cr_assert_eq(hp_kv(&r, "nallocx_100"), 112);
+	/* The arena purge gives memory back, like malloc_trim. */
+	cr_assert_lt(hp_kv(&r, "rss_after_purge_kb"),
+	    hp_kv(&r, "rss_before_purge_kb") / 2, "%s", r.out);
+	cr_assert_gt(hp_kv(&r, "stats_print_bytes"), 1000);
+	cr_assert_lt(hp_kv(&r, "allocated_after"), 1 << 20);
+	hp_run_free(&r);
+}
