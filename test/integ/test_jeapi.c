@@ -28,3 +28,22 @@ Test(jeapi, linked_program_sees_the_library_heap) {
 	cr_assert_lt(hp_kv(&r, "allocated_after"), 1 << 20);
 	hp_run_free(&r);
 }
+
+/* mallctl's opt.* are the options in force: MALLOC_CONF's, and over them
+ * the library's (thp:never, zero_realloc:free, dirty_decay_ms from
+ * decay_ms); writing an option fails as in jemalloc (EPERM). */
+Test(jeapi, opt_values_as_in_force) {
+	const char *argv[] = {hp_path("jeapi"), NULL};
+	const char *env[] = {"MALLOC_CONF=thp:always,zero_realloc:alloc",
+	    "HUGEPRELOAD_CONF=decay_ms:1234", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "\nopt_thp=never\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\nopt_zero_realloc=free\n"), "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "opt_dirty_decay_ms"), 1234);
+	cr_assert_eq(hp_kv(&r, "opt_write"), 1 /* EPERM */);
+	/* The overrides are named on stderr, one line each. */
+	cr_assert(strstr(r.err, "thp") && strstr(r.err, "zero_realloc"), "%s",
+	    r.err);
+	hp_run_free(&r);
+}

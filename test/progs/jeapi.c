@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static long rss_kb(void) {
@@ -48,6 +49,18 @@ int main(void) {
 	size_t sz = sizeof version;
 	mallctl("version", &version, &sz, NULL, 0);
 	printf("version=%s\n", version);
+	/* Options as in force: the library's overrides included. */
+	const char *thp = "", *zr = "";
+	ssize_t decay = 0;
+	sz = sizeof thp;
+	mallctl("opt.thp", &thp, &sz, NULL, 0);
+	sz = sizeof zr;
+	mallctl("opt.zero_realloc", &zr, &sz, NULL, 0);
+	sz = sizeof decay;
+	mallctl("opt.dirty_decay_ms", &decay, &sz, NULL, 0);
+	int wr = mallctl("opt.thp", NULL, NULL, &thp, sizeof thp);
+	printf("opt_thp=%s\nopt_zero_realloc=%s\nopt_dirty_decay_ms=%zd\n"
+	    "opt_write=%d\n", thp, zr, decay, wr);
 	for (int i = 0; i < BIG; i++) {
 		big[i] = malloc(1 << 20);
 		memset(big[i], 1, 1 << 20);
