@@ -35,6 +35,7 @@ static void atfork_parent(void) {
 }
 
 static void atfork_child(void) {
+	hp_jefork_child();
 	hp_edata_postfork_child();
 	hp_region_postfork_child();
 	hp_huge_atfork_child();

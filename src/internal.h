@@ -257,6 +257,8 @@ void hp_edata_trim(void);
 void hp_edata_prefork(void);
 void hp_edata_postfork_parent(void);
 void hp_edata_postfork_child(void);
+/* jefork.c: what jemalloc's own fork handlers leave held, made anew. */
+void hp_jefork_child(void);
 
 /* route.c: slow paths of the entry points. */
 void *hp_alloc_slow(size_t size, size_t align, bool zero);
