@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -84,7 +84,7 @@ ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
-	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo
+	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
@@ -152,9 +152,13 @@ $(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
 
 # The release suite, then the debug one: both summaries, and a failure of
 # either fails the target.
-test: all $(TEST_BINS) $(TEST_FILES) $(DEBUG)/libhugepreload.so \
-    $(DEBUG)/test_contract $(DBG_FILES)
+test: tests
 	scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && exit $$r
+
+# Everything the tests run, built and not run (then, say,
+# build/test_integ --filter 'truth/*').
+tests: all $(TEST_BINS) $(TEST_FILES) $(DEBUG)/libhugepreload.so \
+    $(DEBUG)/test_contract $(DBG_FILES)
 
 check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 	scripts/run-tests $(DEBUG)

@@ -76,6 +76,18 @@ void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
 bool hp_region_reuse(void *addr, size_t len);
 void hp_region_scan(hp_arena_stats_t *a);
+/* A page's state as resident.c needs it. */
+typedef struct {
+	uint64_t held[HP_SUBWORDS];   /* 4 KiB parts jemalloc holds */
+	uint16_t nheld;
+	bool mapped, may_be_huge;     /* THP not split, or hugetlb */
+} hp_page_view_t;
+uintptr_t hp_region_mapped_end(void);
+void hp_region_view(uintptr_t first, unsigned n, hp_page_view_t *v);
+/* resident.c: the huge class's resident parts as the kernel holds them,
+ * into a's resident, in_use, stranded, free_resident and resident_huge
+ * fields; false (a untouched) if the kernel could not be asked. */
+bool hp_resident_scan(hp_arena_stats_t *a);
 uint64_t hp_region_timing(bool on);
 size_t hp_region_enforce(size_t limit);
 void hp_region_prefork(void);
@@ -110,6 +122,13 @@ void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
  * NULL if not even min was granted. */
 void *hp_reserve(size_t want, size_t min, size_t align, int flags,
     size_t *got);
+/* The kernel's resident runs of [start, end), in address order, each on
+ * huge pages or not; huge_ok says the range is huge-backed, for kernels
+ * that cannot tell (mincore). False if nothing could be read. */
+typedef void (*hp_resident_fn)(void *ctx, uintptr_t start, uintptr_t end,
+    bool huge);
+bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
+    hp_resident_fn fn, void *ctx);
 
 /* backing.c: how 2 MiB pages are mapped and given back. */
 typedef struct {

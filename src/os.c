@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -127,4 +128,105 @@ void *hp_reserve(size_t want, size_t min, size_t align, int flags,
 		return p;
 	}
 	return NULL;
+}
+
+/*
+ * What the kernel holds of [start, end): resident runs, each on huge
+ * pages (THP mapped whole, or hugetlb) or not, in address order, passed
+ * to fn. Pages that only map the shared zero page are not resident (smaps
+ * does not count them). One PAGEMAP_SCAN ioctl of /proc/self/pagemap per
+ * batch of runs (Linux 6.7); before that, mincore, which cannot tell huge
+ * pages from small ones or the zero page from a written page: there, a
+ * 2 MiB-aligned run of 512 resident 4 KiB pages in a range the caller
+ * says is huge-backed counts as on a huge page. Returns false if neither
+ * worked (then fn saw nothing).
+ */
+#define HP_PM_SCAN        _IOWR('f', 16, hp_pm_scan_arg_t)
+#define HP_PAGE_IS_PRESENT (1ull << 3)
+#define HP_PAGE_IS_PFNZERO (1ull << 5)
+#define HP_PAGE_IS_HUGE    (1ull << 6)
+typedef struct {               /* struct pm_scan_arg, linux/fs.h */
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	uint64_t category_inverted, category_mask, category_anyof_mask;
+	uint64_t return_mask;
+} hp_pm_scan_arg_t;
+typedef struct {               /* struct page_region */
+	uint64_t start, end, categories;
+} hp_pm_region_t;
+
+static int pm_scan_broken;     /* the ioctl is not there: mincore */
+
+static bool resident_scan(int fd, uintptr_t start, uintptr_t end,
+    hp_resident_fn fn, void *ctx) {
+	static hp_pm_region_t vec[256];    /* callers hold the refresh lock */
+	hp_pm_scan_arg_t arg = {
+		.size = sizeof arg, .start = start, .end = end,
+		.vec = (uintptr_t)vec, .vec_len = sizeof vec / sizeof vec[0],
+		.category_inverted = HP_PAGE_IS_PFNZERO,
+		.category_mask = HP_PAGE_IS_PRESENT | HP_PAGE_IS_PFNZERO,
+		.return_mask = HP_PAGE_IS_HUGE,
+	};
+	while (arg.start < end) {
+		long n = ioctl(fd, HP_PM_SCAN, &arg);
+		if (n < 0)
+			return false;
+		for (long i = 0; i < n; i++)
+			fn(ctx, vec[i].start, vec[i].end,
+			    (vec[i].categories & HP_PAGE_IS_HUGE) != 0);
+		if (arg.walk_end <= arg.start)
+			break;
+		arg.start = arg.walk_end;
+	}
+	return true;
+}
+
+static bool resident_mincore(uintptr_t start, uintptr_t end, bool huge_ok,
+    hp_resident_fn fn, void *ctx) {
+	static unsigned char vec[1 << 15];  /* 128 MiB a call */
+	for (uintptr_t a = start; a < end;) {
+		uintptr_t e = end - a > sizeof vec * HP_PAGE ?
+		    a + sizeof vec * HP_PAGE : end;
+		size_t n = (e - a) >> HP_PAGE_SHIFT;
+		if (mincore((void *)a, e - a, vec) != 0)
+			return false;
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && (vec[j] & 1) == (vec[i] & 1); j++)
+				;
+			if (!(vec[i] & 1))
+				continue;
+			uintptr_t s = a + (i << HP_PAGE_SHIFT);
+			uintptr_t t = a + (j << HP_PAGE_SHIFT);
+			/* Whole 2 MiB pages inside the run, and the rest. */
+			uintptr_t hs = (s + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
+			uintptr_t he = t & ~(uintptr_t)(HP_HUGE - 1);
+			if (!huge_ok || hs >= he) {
+				fn(ctx, s, t, false);
+				continue;
+			}
+			if (s < hs)
+				fn(ctx, s, hs, false);
+			fn(ctx, hs, he, true);
+			if (he < t)
+				fn(ctx, he, t, false);
+		}
+		a = e;
+	}
+	return true;
+}
+
+bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
+    hp_resident_fn fn, void *ctx) {
+	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
+		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
+		bool ok = fd >= 0 && resident_scan(fd, start, end, fn, ctx);
+		int err = errno;
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return true;
+		/* Only a kernel without the ioctl falls back for good. */
+		if (fd >= 0 && (err == ENOTTY || err == EINVAL))
+			__atomic_store_n(&pm_scan_broken, 1, __ATOMIC_RELAXED);
+	}
+	return resident_mincore(start, end, huge_ok, fn, ctx);
 }

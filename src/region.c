@@ -546,6 +546,35 @@ void hp_region_scan(hp_arena_stats_t *a) {
 	region_unlock_timed();
 }
 
+/* The end of the pages that may be mapped: carved ones, and with 1 GiB
+ * pages the rest of the last GiB. */
+uintptr_t hp_region_mapped_end(void) {
+	region_lock_timed();
+	uintptr_t end = hp_region.carved_end;
+	if (hp_conf.hugetlb_page == HP_GIB && end > hp_region.base)
+		end = align_up(end, HP_GIB);
+	region_unlock_timed();
+	return end;
+}
+
+/* The states of n pages from first, copied under the lock (resident.c
+ * asks the kernel about them without it). Pages past the carved end
+ * hold nothing. */
+void hp_region_view(uintptr_t first, unsigned n, hp_page_view_t *v) {
+	region_lock_timed();
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t hp = first + ((uintptr_t)i << HP_HUGE_SHIFT);
+		const hp_hpage_t *pg = page_of(hp);
+		bool carved = hp < hp_region.carved_end;
+		v[i].mapped = pg->map != HP_MAP_NONE;
+		v[i].may_be_huge = whole_resident(pg);
+		v[i].nheld = carved ? HP_SUBPAGES - pg->nreleased : 0;
+		for (unsigned w = 0; w < HP_SUBWORDS; w++)
+			v[i].held[w] = carved ? ~pg->released[w] : 0;
+	}
+	region_unlock_timed();
+}
+
 /* Purges a page's free 4 KiB parts that may still be resident: those
  * handed out since it was last given back or, with all, every free part
  * (a THP page is resident whole, parts never handed out included). */

@@ -86,8 +86,12 @@ static void arena_stat(unsigned ind, const char *what, uint64_t *v) {
 		*v += x;
 }
 
-/* Live bytes and counts of an arena (or 4096: all of them). */
+/* Live bytes and counts of an arena (or 4096: all of them), and its
+ * resident bytes as jemalloc counts them: the pages it holds (active
+ * extents and its cache of dirty ones) and its base's resident pages,
+ * which is its resident figure less those pages (arena_stats_merge). */
 static void je_counts(unsigned ind, hp_arena_stats_t *a) {
+	uint64_t pactive = 0, pdirty = 0, resident = 0;
 	arena_stat(ind, "small.allocated", &a->live_bytes);
 	arena_stat(ind, "large.allocated", &a->live_bytes);
 	arena_stat(ind, "small.nmalloc", &a->nmalloc);
@@ -95,8 +99,14 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 	arena_stat(ind, "small.ndalloc", &a->ndalloc);
 	arena_stat(ind, "large.ndalloc", &a->ndalloc);
 	arena_stat(ind, "mapped", &a->mapped_bytes);
-	arena_stat(ind, "resident", &a->resident_bytes);
-	arena_stat(ind, "base", &a->metadata_bytes);
+	arena_stat(ind, "pactive", &pactive);
+	arena_stat(ind, "pdirty", &pdirty);
+	arena_stat(ind, "resident", &resident);
+	a->in_use_bytes = (pactive + pdirty) * HP_PAGE;
+	/* Two reads of the page counts: clamp a race between them. */
+	a->metadata_bytes = resident > a->in_use_bytes ?
+	    resident - a->in_use_bytes : 0;
+	a->resident_bytes = a->in_use_bytes + a->metadata_bytes;
 }
 
 /* The heap as jemalloc counts it now, for the allocator extension APIs
@@ -164,18 +174,29 @@ static void collect(hp_stats_t *st) {
 	MINUS(nmalloc);
 	MINUS(ndalloc);
 	MINUS(mapped_bytes);
-	MINUS(resident_bytes);
+	MINUS(in_use_bytes);
 	MINUS(metadata_bytes);
 #undef MINUS
+	small->resident_bytes = small->in_use_bytes + small->metadata_bytes;
 	small->small_page_bytes = small->mapped_bytes;
-	/* The huge class's memory, from its page states. */
+	/* The huge class's memory: its page states, and what the kernel
+	 * holds of it (resident.c); its metadata is on jemalloc's pages. If
+	 * the kernel cannot be asked, the pages jemalloc holds stand for
+	 * resident. */
+	uint64_t meta = huge->metadata_bytes;
 	huge->mapped_bytes = huge->resident_bytes = 0;
 	hp_region_scan(huge);
+	huge->in_use_bytes = huge->resident_bytes - huge->stranded_bytes;
+	huge->free_resident_bytes = 0;
+	hp_resident_scan(huge);
+	huge->resident_bytes += meta;
 	huge->fallback_pool_empty = hp_fallbacks.pool_empty;
 	huge->fallback_thp_off = hp_fallbacks.thp_off;
 	huge->fallback_mmap_failed = hp_fallbacks.mmap_failed;
 	huge->hooks_refused = hp_fallbacks.foreign;
 	st->strand_limit_bytes = limit_of(huge);
+	st->region_base = hp_region.base;
+	st->region_size = hp_region.size;
 	/* Written under the site lock (placed* atomically); read without it:
 	 * each word is whole, and one refresh late at worst. */
 	memcpy(&st->lifetime, (const void *)&hp_lifetime_counts,
@@ -196,6 +217,8 @@ static void publish(void) {
 	shm->narenas = local.narenas;
 	shm->updated_ns = local.updated_ns;
 	shm->strand_limit_bytes = local.strand_limit_bytes;
+	shm->region_base = local.region_base;
+	shm->region_size = local.region_size;
 	memcpy(shm->name, local.name, sizeof local.name);
 	memcpy(shm->arena, local.arena, sizeof local.arena);
 	shm->lifetime = local.lifetime;
@@ -324,7 +347,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 			hp_log("could not open stats_file %s (%s)",
 			    hp_conf.stats_file, hp_strerror(errno));
 		} else {
-			hp_stats_meta_t m = {true, 0};
+			hp_stats_meta_t m = {true, 0, false, 0, 0};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)

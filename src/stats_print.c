@@ -24,10 +24,16 @@ static const field_t fields[] = {
     F("frees", ndalloc, true, "Allocations freed."),
     F("mapped_bytes", mapped_bytes, false, "Bytes of address space backed "
       "by memory."),
-    F("resident_bytes", resident_bytes, false, "Mapped bytes resident in "
-      "memory."),
+    F("resident_bytes", resident_bytes, false, "Bytes resident in memory: "
+      "in_use + stranded + free_resident + metadata (huge class: as the "
+      "kernel holds them; small class: as jemalloc counts them)."),
+    F("in_use_bytes", in_use_bytes, false, "Resident bytes jemalloc holds: "
+      "live objects and its free space among them."),
+    F("free_resident_bytes", free_resident_bytes, false, "Resident free "
+      "bytes on huge pages with nothing in use, not yet given back."),
     F("resident_huge_bytes", resident_huge_bytes, false, "Resident bytes on "
-      "whole huge pages (THP or hugetlbfs)."),
+      "huge pages (THP mapped whole, or hugetlbfs), as the kernel maps "
+      "them."),
     F("hugetlb_2m_bytes", hugetlb_2m_bytes, false, "Mapped bytes on 2 MiB "
       "hugetlbfs pages."),
     F("hugetlb_1g_bytes", hugetlb_1g_bytes, false, "Mapped bytes on 1 GiB "
@@ -45,7 +51,7 @@ static const field_t fields[] = {
     F("huge_pages_split", pages_split, true, "Huge pages split to give back "
       "their free parts (strand_limit)."),
     F("stranded_bytes", stranded_bytes, false, "Free bytes kept resident "
-      "by huge pages that still hold live data."),
+      "by huge pages that still hold bytes in use."),
     F("fallbacks_pool_empty", fallback_pool_empty, true, "Regions that "
       "wanted hugetlbfs pages and found the pool empty."),
     F("fallbacks_thp_off", fallback_thp_off, true, "Regions that wanted "
@@ -57,8 +63,8 @@ static const field_t fields[] = {
     F("hooks_refused", hooks_refused, true, "Extent hook calls refused: "
       "their range was not the library's own."),
     F("metadata_bytes", metadata_bytes, false, "jemalloc's own metadata for "
-      "the arena (its radix tree, bins; extent descriptors are counted "
-      "apart), on 4 KiB pages."),
+      "the arena, resident (its base: radix tree, bins; extent descriptors "
+      "are counted apart), on 4 KiB pages."),
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
 
@@ -162,6 +168,15 @@ static void escaped(sink_t *s, const char *str) {
 	s->out(s->ctx, buf, n);
 }
 
+/* The huge class's resident bytes in its own range (less its metadata,
+ * which is on jemalloc's pages). */
+static uint64_t region_resident(const hp_stats_t *st) {
+	if (st->narenas < 2)
+		return 0;
+	const hp_arena_stats_t *h = &st->arena[1];
+	return h->resident_bytes - h->metadata_bytes;
+}
+
 static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	put(s, "hugepreload stats: pid %" PRId64 "%s, refreshed %.1f s %s\n",
 	    st->pid, m->alive ? "" : " (not running)", m->age_s,
@@ -184,6 +199,12 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "\n");
 	}
 	put(s, "strand_limit_bytes %" PRIu64 "\n", st->strand_limit_bytes);
+	if (m->smaps)
+		put(s, "smaps of the huge class's range: resident %" PRIu64
+		    ", on huge pages %" PRIu64 " (the arena's figures less its "
+		    "metadata: %" PRIu64 ", %" PRIu64 ")\n", m->smaps_resident,
+		    m->smaps_huge, region_resident(st), st->narenas > 1 ?
+		    st->arena[1].resident_huge_bytes : 0);
 	for (size_t g = 0; g < NGROUPS; g++)
 		for (size_t i = 0; i < groups[g].n; i++) {
 			char name[64];
@@ -211,6 +232,11 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "]}");
 	}
 	put(s, "}");
+	if (m->smaps)
+		put(s, ", \"smaps\": {\"range_resident_bytes\": %" PRIu64
+		    ", \"range_huge_bytes\": %" PRIu64 ", \"counted_resident_bytes\": "
+		    "%" PRIu64 "}", m->smaps_resident, m->smaps_huge,
+		    region_resident(st));
 	for (size_t g = 0; g < NGROUPS; g++) {
 		put(s, ", \"%s\": {", groups[g].prefix);
 		for (size_t i = 0; i < groups[g].n; i++)
@@ -221,7 +247,7 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	put(s, "}\n");
 }
 
-static void prom(sink_t *s, const hp_stats_t *st) {
+static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	put(s, "# HELP hugepreload_info The process and its policy.\n"
 	    "# TYPE hugepreload_info gauge\nhugepreload_info{pid=\"%" PRId64
 	    "\",policy=\"", st->pid);
@@ -254,6 +280,17 @@ static void prom(sink_t *s, const hp_stats_t *st) {
 			    "\",arena=\"%s\",live=\"%.1f-%.1f\"} %" PRIu64 "\n", st->pid,
 			    st->name[a], b / 10.0, (b + 1) / 10.0,
 			    st->arena[a].live_hist[b]);
+	if (m->smaps)
+		put(s, "# HELP hugepreload_smaps_resident_bytes The kernel's "
+		    "resident bytes in the huge class's range (/proc/PID/smaps).\n"
+		    "# TYPE hugepreload_smaps_resident_bytes gauge\n"
+		    "hugepreload_smaps_resident_bytes{pid=\"%" PRId64 "\",arena=\"%s\"}"
+		    " %" PRIu64 "\n# HELP hugepreload_smaps_huge_bytes The kernel's "
+		    "bytes on huge pages in that range.\n# TYPE "
+		    "hugepreload_smaps_huge_bytes gauge\nhugepreload_smaps_huge_bytes"
+		    "{pid=\"%" PRId64 "\",arena=\"%s\"} %" PRIu64 "\n", st->pid,
+		    st->name[1], m->smaps_resident, st->pid, st->name[1],
+		    m->smaps_huge);
 	for (size_t g = 0; g < NGROUPS; g++)
 		for (size_t i = 0; i < groups[g].n; i++) {
 			const field_t *f = &groups[g].f[i];
@@ -273,7 +310,7 @@ void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
 	if (f == HP_FMT_JSON)
 		json(&s, st, m);
 	else if (f == HP_FMT_PROM)
-		prom(&s, st);
+		prom(&s, st, m);
 	else
 		text(&s, st, m);
 }

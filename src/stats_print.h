@@ -12,6 +12,11 @@ typedef void (*hp_out_t)(void *ctx, const char *s, size_t n);
 typedef struct {
 	bool alive;       /* the process is still running */
 	double age_s;     /* seconds since the last refresh */
+	/* The kernel's figures for the huge class's range, from
+	 * /proc/PID/smaps (Rss and hugetlb; AnonHugePages and hugetlb), when
+	 * smaps was read: "hugepreload stat" prints them beside the arena's. */
+	bool smaps;
+	uint64_t smaps_resident, smaps_huge;
 } hp_stats_meta_t;
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

@@ -155,20 +155,29 @@ typedef struct {
 	uint64_t live_bytes;         /* allocated and not freed */
 	uint64_t nmalloc, ndalloc;   /* allocations and frees so far */
 	uint64_t mapped_bytes;       /* address space backed by memory */
-	uint64_t resident_bytes;     /* of that, resident */
-	uint64_t resident_huge_bytes; /* resident on unsplit huge pages */
+	/* resident = in_use + stranded + free_resident + metadata: the huge
+	 * class's parts as the kernel holds them (hp_os_resident), the small
+	 * class's as jemalloc counts them. */
+	uint64_t resident_bytes;
+	uint64_t in_use_bytes;       /* resident parts jemalloc holds: live
+	                                objects, its free space among them */
+	uint64_t free_resident_bytes; /* resident free parts of pages that hold
+	                                nothing live */
+	uint64_t resident_huge_bytes; /* resident on huge pages (kernel) */
 	uint64_t hugetlb_2m_bytes, hugetlb_1g_bytes, thp_bytes, small_page_bytes;
 	uint64_t pages_full;         /* huge pages with no free 4 KiB part */
 	uint64_t pages_partial;      /* with live and free parts */
 	uint64_t pages_empty_resident; /* all free, still resident */
 	uint64_t pages_released;     /* given back whole, so far */
 	uint64_t pages_split;        /* split by strand_limit, so far */
-	uint64_t stranded_bytes;     /* resident, free, in pages with live data */
+	uint64_t stranded_bytes;     /* resident free parts of huge pages that
+	                                hold live parts */
 	uint64_t live_hist[HP_HIST_BUCKETS]; /* huge pages by live tenth */
 	uint64_t fallback_pool_empty, fallback_thp_off, fallback_mmap_failed;
 	uint64_t purges_refused;     /* partial purges not done: no split */
 	uint64_t hooks_refused;      /* extent hook calls on ranges not ours */
-	uint64_t metadata_bytes;     /* jemalloc's own, on 4 KiB pages */
+	uint64_t metadata_bytes;     /* jemalloc's own, resident, on 4 KiB
+	                                pages (its base) */
 } hp_arena_stats_t;
 
 /* The shared stats page: a memfd of this name, mapped in the process and
@@ -176,7 +185,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 6
+#define HP_STATS_VERSION 7
 #define HP_STATS_ARENAS  4
 typedef struct {
 	uint64_t magic;
@@ -185,6 +194,7 @@ typedef struct {
 	uint64_t seq;
 	uint64_t updated_ns;         /* CLOCK_REALTIME of the last refresh */
 	uint64_t strand_limit_bytes; /* in force at the last refresh */
+	uint64_t region_base, region_size; /* the huge class's address range */
 	char policy[256];
 	char name[HP_STATS_ARENAS][16];
 	hp_lifetime_counts_t lifetime;

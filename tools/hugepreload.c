@@ -154,6 +154,43 @@ static void to_stdout(void *ctx, const char *s, size_t n) {
 	fwrite(s, 1, n, stdout);
 }
 
+/* The kernel's resident bytes, and those on huge pages, of the mappings
+ * inside [base, base + size) of process pid, from its smaps. */
+static bool smaps_range(long pid, uint64_t base, uint64_t size,
+    uint64_t *resident, uint64_t *huge) {
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%ld/smaps", pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL || size == 0) {
+		if (f != NULL)
+			fclose(f);
+		return false;
+	}
+	bool in = false;
+	*resident = *huge = 0;
+	while (fgets(line, sizeof line, f) != NULL) {
+		unsigned long lo, hi, kb;
+		char key[64];
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
+		    strchr(line, ' ')) {
+			in = lo >= base && hi <= base + size;
+			continue;
+		}
+		if (!in || sscanf(line, "%63s %lu kB", key, &kb) != 2)
+			continue;
+		if (strcmp(key, "Rss:") == 0)
+			*resident += (uint64_t)kb << 10;
+		else if (strcmp(key, "Private_Hugetlb:") == 0 ||
+		    strcmp(key, "Shared_Hugetlb:") == 0) {
+			*resident += (uint64_t)kb << 10;
+			*huge += (uint64_t)kb << 10;
+		} else if (strcmp(key, "AnonHugePages:") == 0)
+			*huge += (uint64_t)kb << 10;
+	}
+	fclose(f);
+	return true;
+}
+
 static bool running(long pid) {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld", pid);
@@ -225,7 +262,9 @@ static int stat_cmd(int argc, char **argv) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		hp_stats_meta_t m = {true, (double)now.tv_sec + now.tv_nsec / 1e9 -
-		    (double)st.updated_ns / 1e9};
+		    (double)st.updated_ns / 1e9, false, 0, 0};
+		m.smaps = smaps_range(pid, st.region_base, st.region_size,
+		    &m.smaps_resident, &m.smaps_huge);
 		hp_stats_format(&st, &m, fmt, to_stdout, NULL);
 		fflush(stdout);
 		if (watch <= 0)

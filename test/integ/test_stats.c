@@ -2,6 +2,7 @@
  * "hugepreload stat", consistent with smaps, the stranding demo and
  * strand_limit, and the wrapper. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,63 @@ Test(stats, consistent_with_smaps) {
 	    hp_kv(&r, "smaps_rss_kb"))), slack, "%s", r.out);
 	cr_assert_leq(abs((int)(hp_kv(&r, "counted_huge_kb") -
 	    hp_kv(&r, "smaps_huge_kb"))), slack, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* The counters against the kernel (test/progs/truth.c): in each arena,
+ * resident = in_use + stranded + free_resident + metadata exactly, and
+ * the huge class's resident bytes in its range, and those on huge pages,
+ * are smaps's own within 2 MiB (one huge page in transition). */
+static hp_run_t truth(const char *mode, const char *conf) {
+	const char *env[] = {conf, NULL};
+	const char *argv[] = {hp_path("truth"), mode, NULL};
+	hp_run_t r = hp_run(argv, conf ? env : NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_intact"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "small_parts_add_up"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "huge0_parts_add_up"), 1, "%s", r.out);
+	double mib2 = 2 << 20;
+	cr_assert_leq(fabs(hp_kv(&r, "counted_range_resident") -
+	    hp_kv(&r, "smaps_range_resident")), mib2, "%s", r.out);
+	cr_assert_leq(fabs(hp_kv(&r, "huge0_resident_huge") -
+	    hp_kv(&r, "smaps_range_huge")), mib2, "%s", r.out);
+	return r;
+}
+
+/* 100 MiB malloc'd, 10 MiB written: about 10 MiB resident, not 100. */
+Test(truth, written_not_committed) {
+	hp_run_t r = truth("written", NULL);
+	cr_assert_geq(hp_kv(&r, "counted_range_resident"), 10 << 20, "%s", r.out);
+	cr_assert_leq(hp_kv(&r, "counted_range_resident"), 14 << 20, "%s",
+	    r.out);
+	cr_assert_geq(hp_kv(&r, "huge0_live"), 100 << 20);
+	hp_run_free(&r);
+}
+
+/* The stranding demo: 128 huge pages with one 64 KiB piece each. */
+Test(truth, stranding_demo) {
+	hp_run_t r = truth("strand", "HUGEPRELOAD_CONF=large_threshold:16k");
+	cr_assert_geq(hp_kv(&r, "huge0_stranded"), 0.9 * 128 * ((2 << 20) -
+	    (64 << 10)), "%s", r.out);
+	cr_assert_leq(hp_kv(&r, "huge0_in_use"), 128 * (128 << 10), "%s",
+	    r.out);
+	hp_run_free(&r);
+}
+
+Test(truth, threads_realloc_between_classes) {
+	hp_run_t r = truth("threads", NULL);
+	cr_assert_geq(hp_kv(&r, "counted_range_resident"), 96.0 * (3 << 20),
+	    "%s", r.out);
+	hp_run_free(&r);
+}
+
+Test(truth, w4_after_its_frees) {
+	hp_run_t r = truth("w4", NULL);
+	hp_run_free(&r);
+}
+
+Test(truth, w4r_after_its_frees) {
+	hp_run_t r = truth("w4r", NULL);
 	hp_run_free(&r);
 }
 
