@@ -27,15 +27,18 @@ static void report(void *ctx, const char *msg) {
 static void atfork_prepare(void) {
 	hp_region_prefork();
 	hp_edata_prefork();
+	hp_jemap_prefork();
 }
 
 static void atfork_parent(void) {
+	hp_jemap_postfork_parent();
 	hp_edata_postfork_parent();
 	hp_region_postfork_parent();
 }
 
 static void atfork_child(void) {
 	hp_jefork_child();
+	hp_jemap_postfork_child();
 	hp_edata_postfork_child();
 	hp_region_postfork_child();
 	hp_huge_atfork_child();

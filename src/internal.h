@@ -276,6 +276,12 @@ void hp_edata_trim(void);
 void hp_edata_prefork(void);
 void hp_edata_postfork_parent(void);
 void hp_edata_postfork_child(void);
+/* jemap.c: jemalloc's own mappings, and the kernel's view of them. */
+bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
+    uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
+void hp_jemap_prefork(void);
+void hp_jemap_postfork_parent(void);
+void hp_jemap_postfork_child(void);
 /* jefork.c: what jemalloc's own fork handlers leave held, made anew. */
 void hp_jefork_child(void);
 

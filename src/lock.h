@@ -13,7 +13,8 @@
  *  8    region.c region_lock  the huge class's page states, mmap/madvise
  *  9    sample.c zone_lock    the sample zone's bump pointer
  * 10    edata.c edata_lock    the descriptor pages
- * Ranks 8 to 10 are leaves, taken inside jemalloc's extent code with
+ * 11    jemap.c jemap_lock    the ranges of jemalloc's own mappings
+ * Ranks 8 to 11 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
  * together (init.c), in this order.
  */
@@ -33,6 +34,7 @@ enum {
 	HP_RANK_REGION = 8,
 	HP_RANK_ZONE = 9,
 	HP_RANK_EDATA = 10,
+	HP_RANK_JEMAP = 11,
 };
 
 typedef struct {

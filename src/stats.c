@@ -179,6 +179,19 @@ static void collect(hp_stats_t *st) {
 #undef MINUS
 	small->resident_bytes = small->in_use_bytes + small->metadata_bytes;
 	small->small_page_bytes = small->mapped_bytes;
+	/* The kernel's figures for jemalloc's own mappings (jemap.c), which
+	 * hold the small class and every arena's metadata. */
+	uint64_t kres, kmeta;
+	unsigned nr = 0;
+	st->small_kernel = hp_jemap_resident(&kres, &kmeta, st->small_ranges,
+	    HP_STATS_RANGES, &nr);
+	st->small_nranges = nr;
+	if (st->small_kernel) {
+		small->resident_bytes = kres;
+		small->metadata_bytes = kmeta;
+		small->in_use_bytes = kres - kmeta;
+		huge->metadata_bytes = 0;
+	}
 	/* The huge class's memory: its page states, and what the kernel
 	 * holds of it (resident.c); its metadata is on jemalloc's pages. If
 	 * the kernel cannot be asked, the pages jemalloc holds stand for
@@ -219,6 +232,10 @@ static void publish(void) {
 	shm->strand_limit_bytes = local.strand_limit_bytes;
 	shm->region_base = local.region_base;
 	shm->region_size = local.region_size;
+	shm->small_nranges = local.small_nranges;
+	shm->small_kernel = local.small_kernel;
+	memcpy(shm->small_ranges, local.small_ranges,
+	    sizeof local.small_ranges);
 	memcpy(shm->name, local.name, sizeof local.name);
 	memcpy(shm->arena, local.arena, sizeof local.arena);
 	shm->lifetime = local.lifetime;
@@ -347,7 +364,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 			hp_log("could not open stats_file %s (%s)",
 			    hp_conf.stats_file, hp_strerror(errno));
 		} else {
-			hp_stats_meta_t m = {true, 0, false, 0, 0};
+			hp_stats_meta_t m = {true, 0, false, 0, 0, 0};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)

@@ -17,6 +17,7 @@ typedef struct {
 	 * smaps was read: "hugepreload stat" prints them beside the arena's. */
 	bool smaps;
 	uint64_t smaps_resident, smaps_huge;
+	uint64_t smaps_small_resident;  /* in jemalloc's own mappings */
 } hp_stats_meta_t;
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

@@ -187,6 +187,7 @@ typedef struct {
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
 #define HP_STATS_VERSION 7
 #define HP_STATS_ARENAS  4
+#define HP_STATS_RANGES  128
 typedef struct {
 	uint64_t magic;
 	uint32_t version, narenas;
@@ -195,6 +196,11 @@ typedef struct {
 	uint64_t updated_ns;         /* CLOCK_REALTIME of the last refresh */
 	uint64_t strand_limit_bytes; /* in force at the last refresh */
 	uint64_t region_base, region_size; /* the huge class's address range */
+	/* jemalloc's own mappings, where the small class and all metadata
+	 * live (jemap.c): the first HP_STATS_RANGES of small_nranges. */
+	uint32_t small_nranges, small_kernel; /* small_kernel: figures from
+	                                         the kernel, not jemalloc */
+	uint64_t small_ranges[HP_STATS_RANGES][2];
 	char policy[256];
 	char name[HP_STATS_ARENAS][16];
 	hp_lifetime_counts_t lifetime;

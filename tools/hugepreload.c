@@ -154,38 +154,47 @@ static void to_stdout(void *ctx, const char *s, size_t n) {
 	fwrite(s, 1, n, stdout);
 }
 
-/* The kernel's resident bytes, and those on huge pages, of the mappings
- * inside [base, base + size) of process pid, from its smaps. */
-static bool smaps_range(long pid, uint64_t base, uint64_t size,
-    uint64_t *resident, uint64_t *huge) {
+/* From process pid's smaps: the resident bytes, and those on huge pages,
+ * of its mappings inside the huge class's range, and the resident bytes
+ * of those inside jemalloc's own mappings (the small class's). */
+static bool smaps_ranges(long pid, const hp_stats_t *st,
+    hp_stats_meta_t *m) {
 	char path[64], line[512];
 	snprintf(path, sizeof path, "/proc/%ld/smaps", pid);
 	FILE *f = fopen(path, "r");
-	if (f == NULL || size == 0) {
-		if (f != NULL)
-			fclose(f);
+	if (f == NULL)
 		return false;
-	}
-	bool in = false;
-	*resident = *huge = 0;
+	int in = 0;                        /* 1 huge class, 2 small class */
+	uint64_t base = st->region_base, size = st->region_size;
+	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
+	    HP_STATS_RANGES;
 	while (fgets(line, sizeof line, f) != NULL) {
 		unsigned long lo, hi, kb;
 		char key[64];
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
 		    strchr(line, ' ')) {
-			in = lo >= base && hi <= base + size;
+			in = size && lo >= base && hi <= base + size;
+			for (unsigned i = 0; !in && i < nr; i++)
+				if (lo >= st->small_ranges[i][0] &&
+				    hi <= st->small_ranges[i][1])
+					in = 2;
 			continue;
 		}
 		if (!in || sscanf(line, "%63s %lu kB", key, &kb) != 2)
 			continue;
-		if (strcmp(key, "Rss:") == 0)
-			*resident += (uint64_t)kb << 10;
-		else if (strcmp(key, "Private_Hugetlb:") == 0 ||
+		uint64_t b = (uint64_t)kb << 10;
+		if (in == 2) {
+			if (strcmp(key, "Rss:") == 0)
+				m->smaps_small_resident += b;
+		} else if (strcmp(key, "Rss:") == 0) {
+			m->smaps_resident += b;
+		} else if (strcmp(key, "Private_Hugetlb:") == 0 ||
 		    strcmp(key, "Shared_Hugetlb:") == 0) {
-			*resident += (uint64_t)kb << 10;
-			*huge += (uint64_t)kb << 10;
-		} else if (strcmp(key, "AnonHugePages:") == 0)
-			*huge += (uint64_t)kb << 10;
+			m->smaps_resident += b;
+			m->smaps_huge += b;
+		} else if (strcmp(key, "AnonHugePages:") == 0) {
+			m->smaps_huge += b;
+		}
 	}
 	fclose(f);
 	return true;
@@ -262,9 +271,8 @@ static int stat_cmd(int argc, char **argv) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		hp_stats_meta_t m = {true, (double)now.tv_sec + now.tv_nsec / 1e9 -
-		    (double)st.updated_ns / 1e9, false, 0, 0};
-		m.smaps = smaps_range(pid, st.region_base, st.region_size,
-		    &m.smaps_resident, &m.smaps_huge);
+		    (double)st.updated_ns / 1e9, false, 0, 0, 0};
+		m.smaps = smaps_ranges(pid, &st, &m);
 		hp_stats_format(&st, &m, fmt, to_stdout, NULL);
 		fflush(stdout);
 		if (watch <= 0)

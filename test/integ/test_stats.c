@@ -263,9 +263,10 @@ Test(stats, consistent_with_smaps) {
 }
 
 /* The counters against the kernel (test/progs/truth.c): in each arena,
- * resident = in_use + stranded + free_resident + metadata exactly, and
- * the huge class's resident bytes in its range, and those on huge pages,
- * are smaps's own within 2 MiB (one huge page in transition). */
+ * resident = in_use + stranded + free_resident + metadata exactly; the
+ * huge class's resident bytes in its range, and those on huge pages, are
+ * smaps's own within 2 MiB (one huge page in transition), and the small
+ * class's those of jemalloc's own mappings within 16 KiB. */
 static hp_run_t truth(const char *mode, const char *conf) {
 	const char *env[] = {conf, NULL};
 	const char *argv[] = {hp_path("truth"), mode, NULL};
@@ -279,6 +280,11 @@ static hp_run_t truth(const char *mode, const char *conf) {
 	    hp_kv(&r, "smaps_range_resident")), mib2, "%s", r.out);
 	cr_assert_leq(fabs(hp_kv(&r, "huge0_resident_huge") -
 	    hp_kv(&r, "smaps_range_huge")), mib2, "%s", r.out);
+	/* The small class: jemalloc's own mappings, within a few 4 KiB pages
+	 * (the program makes no allocator call between refresh and smaps). */
+	cr_assert_eq(hp_kv(&r, "small_kernel"), 1, "%s", r.out);
+	cr_assert_leq(fabs(hp_kv(&r, "small_resident") -
+	    hp_kv(&r, "smaps_small_resident")), 4 * 4096, "%s", r.out);
 	return r;
 }
 

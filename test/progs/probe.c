@@ -189,16 +189,24 @@ long long probe_vmstat(const char *key) {
 }
 
 bool probe_stats(void *out) {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
+	/* read(2) into a static buffer: no allocator call. */
+	static char maps[1 << 20];
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	size_t n = 0;
+	ssize_t r;
+	while (fd >= 0 && n < sizeof maps - 1 && (r = read(fd, maps + n,
+	    sizeof maps - 1 - n)) > 0)
+		n += (size_t)r;
+	if (fd >= 0)
+		close(fd);
+	maps[n] = '\0';
+	char *hit = strstr(maps, "/memfd:" HP_STATS_NAME " ");
+	if (hit == NULL)
+		return false;
+	while (hit > maps && hit[-1] != '\n')
+		hit--;
 	unsigned long a = 0, b;
-	bool found = false;
-	while (!found && f && fgets(line, sizeof line, f))
-		found = strstr(line, "/memfd:" HP_STATS_NAME " ") &&
-		    sscanf(line, "%lx-%lx", &a, &b) == 2;
-	if (f)
-		fclose(f);
-	if (!found)
+	if (sscanf(hit, "%lx-%lx", &a, &b) != 2)
 		return false;
 	const volatile hp_stats_t *page = (const volatile hp_stats_t *)a;
 	hp_stats_t *st = out;

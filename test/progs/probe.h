@@ -34,7 +34,8 @@ long probe_hugetlb_kb(void);
  * process's memory on huge pages, in kB; makes no malloc call. */
 long probe_huge_kb(void);
 /* A consistent copy of this process's live counters (the library's stats
- * page, found by its name in /proc/self/maps); false if there is none. */
+ * page, found by its name in /proc/self/maps); false if there is none.
+ * Makes no malloc call. */
 bool probe_stats(void *st);
 /* One field of /proc/meminfo ("HugePages_Free:"), or -1. */
 long probe_meminfo(const char *key);

@@ -10,16 +10,75 @@
  *   w4 | w4r  the benchmark's W4 / W4r: 64 B objects in 256 MiB, all but
  *             one per 2 MiB (w4) or a random 1% (w4r) freed
  * usage: truth MODE */
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "probe.h"
 #include "types.h"
 
 static void *volatile keep;            /* so the compiler keeps the blocks */
+
+/* /proc/self files read with read(2) into a static buffer: no malloc. */
+static char buf[4 << 20];
+static size_t slurp(const char *path) {
+	int fd = open(path, O_RDONLY);
+	size_t n = 0;
+	ssize_t r;
+	if (fd < 0)
+		return 0;
+	while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 -
+	    n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	return n;
+}
+
+typedef struct {
+	long long range_rss, range_huge, small_rss;
+} smaps_t;
+
+/* smaps of the huge class's range, and of jemalloc's own mappings. */
+static bool read_smaps(const hp_stats_t *st, smaps_t *sm) {
+	if (slurp("/proc/self/smaps") == 0 || st->small_nranges >
+	    HP_STATS_RANGES)
+		return false;
+	int in = 0;
+	for (char *line = buf; line && *line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		unsigned long lo, hi;
+		long kb;
+		char key[32];
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = lo >= st->region_base && hi <= st->region_base +
+			    st->region_size;
+			for (unsigned i = 0; !in && i < st->small_nranges; i++)
+				if (lo >= st->small_ranges[i][0] &&
+				    hi <= st->small_ranges[i][1])
+					in = 2;
+			continue;
+		}
+		if (!in || sscanf(line, "%31s %ld kB", key, &kb) != 2)
+			continue;
+		long long b = (long long)kb << 10;
+		if (in == 2 && strcmp(key, "Rss:") == 0)
+			sm->small_rss += b;
+		else if (in == 1 && (strcmp(key, "Rss:") == 0 ||
+		    strcmp(key, "Private_Hugetlb:") == 0))
+			sm->range_rss += b;
+		if (in == 1 && (strcmp(key, "AnonHugePages:") == 0 ||
+		    strcmp(key, "Private_Hugetlb:") == 0))
+			sm->range_huge += b;
+	}
+	return true;
+}
 
 static void written(void) {
 	char *p = malloc(100 << 20);
@@ -119,21 +178,17 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "usage: truth written|strand|threads|w4|w4r\n");
 		return 2;
 	}
+	/* From the refresh to the reading of smaps, no allocator call: the
+	 * small class must not change in between. */
 	malloc_trim(0);                      /* refreshes the counters */
-	hp_stats_t st;
-	if (!probe_stats(&st))
+	static hp_stats_t st;
+	static smaps_t sm;
+	if (!probe_stats(&st) || !read_smaps(&st, &sm))
 		return 3;
-	probe_vma_t *v;
-	size_t nv = probe_vmas(&v);
-	long long rss = 0, huge = 0;
-	for (size_t i = 0; i < nv; i++) {
-		if (v[i].start < st.region_base ||
-		    v[i].end > st.region_base + st.region_size)
-			continue;
-		rss += (v[i].rss_kb + v[i].private_hugetlb_kb) << 10;
-		huge += (v[i].anon_huge_kb + v[i].private_hugetlb_kb) << 10;
-	}
+	long long rss = sm.range_rss, huge = sm.range_huge;
 	printf("data_intact=%d\n", !bad);
+	printf("small_kernel=%u\nsmaps_small_resident=%lld\n",
+	    (unsigned)st.small_kernel, sm.small_rss);
 	for (unsigned a = 0; a < st.narenas; a++) {
 		const hp_arena_stats_t *h = &st.arena[a];
 		printf("%s_resident=%llu\n%s_in_use=%llu\n%s_stranded=%llu\n"

@@ -1,0 +1,209 @@
+/*
+ * The small class's memory as the kernel holds it. Everything the embedded
+ * jemalloc maps for itself goes through one mmap call in its pages.c, and
+ * its bases (its metadata: radix tree, arenas, bins) through
+ * extent_alloc_mmap or the default alloc hook in base.c; scripts/
+ * embed-jemalloc sends those calls here, and this file keeps the ranges:
+ * all of jemalloc's own mappings, and of them its bases'. (The huge
+ * class's data is on region.c's pages, the extent descriptors on edata.c's:
+ * neither is mapped by jemalloc.) hp_jemap_resident then asks the kernel
+ * what of them is resident, so the small class's counters are the
+ * kernel's figures as the huge class's are:
+ *   resident  = resident bytes of jemalloc's mappings
+ *   metadata  = of that, of its bases (both classes' metadata: they share
+ *               these pages)
+ *   in_use    = the rest: its extents, live objects and free space
+ *               among them, its cache of dirty pages
+ * A table that overflows (more than MAX_RANGES separate mappings) stops
+ * the kernel's view; the counters then fall back to jemalloc's figures.
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+#include "lock.h"
+
+#define MAX_RANGES 1024
+
+typedef struct {
+	uintptr_t start, end;
+} range_t;
+
+typedef struct {
+	range_t r[MAX_RANGES];
+	unsigned n;
+	bool overflow;
+} set_t;
+
+static hp_lock_t jemap_lock = HP_LOCK_INIT(HP_RANK_JEMAP);
+static set_t all, meta;                /* under jemap_lock */
+
+/* Adds [s, e), merging with what it touches or overlaps. */
+static void add(set_t *set, uintptr_t s, uintptr_t e) {
+	hp_lock_assert_held(&jemap_lock);
+	unsigned i = 0;
+	while (i < set->n && set->r[i].end < s)
+		i++;
+	unsigned j = i;                    /* r[i..j) touch [s, e) */
+	while (j < set->n && set->r[j].start <= e) {
+		if (set->r[j].start < s)
+			s = set->r[j].start;
+		if (set->r[j].end > e)
+			e = set->r[j].end;
+		j++;
+	}
+	if (j == i && set->n == MAX_RANGES) {
+		set->overflow = true;
+		return;
+	}
+	memmove(&set->r[i + 1], &set->r[j], (set->n - j) * sizeof(range_t));
+	set->n = set->n - (j - i) + 1;
+	set->r[i] = (range_t){s, e};
+}
+
+/* Takes [s, e) away, splitting a range it cuts in two. */
+static void del(set_t *set, uintptr_t s, uintptr_t e) {
+	hp_lock_assert_held(&jemap_lock);
+	for (unsigned i = 0; i < set->n; i++) {
+		range_t *r = &set->r[i];
+		if (r->end <= s || r->start >= e)
+			continue;
+		if (r->start < s && r->end > e) {          /* a hole in it */
+			if (set->n == MAX_RANGES) {
+				set->overflow = true;
+				return;
+			}
+			memmove(&set->r[i + 2], &set->r[i + 1], (set->n - i - 1) *
+			    sizeof(range_t));
+			set->n++;
+			set->r[i + 1] = (range_t){e, r->end};
+			r->end = s;
+			return;
+		}
+		if (r->start < s) {
+			r->end = s;
+		} else if (r->end > e) {
+			r->start = e;
+		} else {                                   /* all of it */
+			memmove(r, r + 1, (set->n - i - 1) * sizeof(range_t));
+			set->n--;
+			i--;
+		}
+	}
+}
+
+static void record(set_t *set, void *p, size_t len) {
+	uintptr_t s = (uintptr_t)p & ~(uintptr_t)(HP_PAGE - 1);
+	uintptr_t e = ((uintptr_t)p + len + HP_PAGE - 1) &
+	    ~(uintptr_t)(HP_PAGE - 1);
+	hp_lock(&jemap_lock);
+	add(set, s, e);
+	hp_unlock(&jemap_lock);
+}
+
+/* ---- jemalloc's calls, renamed to these by scripts/embed-jemalloc ---- */
+
+#define HP_JE_OS __attribute__((visibility("hidden")))
+HP_JE_OS void *hp_je_mmap(void *addr, size_t len, int prot, int flags,
+    int fd, off_t off);
+HP_JE_OS int hp_je_munmap(void *addr, size_t len);
+HP_JE_OS void *hp_je_base_alloc_mmap(void *new_addr, size_t size,
+    size_t alignment, bool *zero, bool *commit);
+HP_JE_OS void *hp_je_base_alloc_impl(void *tsdn, void *new_addr, size_t size,
+    size_t alignment, bool *zero, bool *commit, unsigned arena_ind);
+/* jemalloc's own (hidden, in our copy of its archive). */
+void *je_extent_alloc_mmap(void *new_addr, size_t size, size_t alignment,
+    bool *zero, bool *commit);
+void *je_ehooks_default_alloc_impl(void *tsdn, void *new_addr, size_t size,
+    size_t alignment, bool *zero, bool *commit, unsigned arena_ind);
+
+void *hp_je_mmap(void *addr, size_t len, int prot, int flags, int fd,
+    off_t off) {
+	void *p = mmap(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS))
+		record(&all, p, len);
+	return p;
+}
+
+int hp_je_munmap(void *addr, size_t len) {
+	int r = munmap(addr, len);
+	if (r == 0) {
+		uintptr_t s = (uintptr_t)addr, e = s + ((len + HP_PAGE - 1) &
+		    ~(size_t)(HP_PAGE - 1));
+		hp_lock(&jemap_lock);
+		del(&all, s, e);
+		del(&meta, s, e);
+		hp_unlock(&jemap_lock);
+	}
+	return r;
+}
+
+void *hp_je_base_alloc_mmap(void *new_addr, size_t size, size_t alignment,
+    bool *zero, bool *commit) {
+	void *p = je_extent_alloc_mmap(new_addr, size, alignment, zero, commit);
+	if (p != NULL)
+		record(&meta, p, size);
+	return p;
+}
+
+void *hp_je_base_alloc_impl(void *tsdn, void *new_addr, size_t size,
+    size_t alignment, bool *zero, bool *commit, unsigned arena_ind) {
+	void *p = je_ehooks_default_alloc_impl(tsdn, new_addr, size, alignment,
+	    zero, commit, arena_ind);
+	if (p != NULL)
+		record(&meta, p, size);
+	return p;
+}
+
+/* ---- the kernel's view ---------------------------------------------- */
+
+static void sum(void *ctx, uintptr_t start, uintptr_t end, bool huge) {
+	(void)huge;
+	*(uint64_t *)ctx += end - start;
+}
+
+static uint64_t resident_of(const set_t *set) {
+	uint64_t bytes = 0;
+	for (unsigned i = 0; i < set->n; i++)
+		if (!hp_os_resident(set->r[i].start, set->r[i].end, false, sum,
+		    &bytes))
+			return UINT64_MAX;
+	return bytes;
+}
+
+/* Resident bytes of jemalloc's mappings and of its bases', from the
+ * kernel; false if the table overflowed or the kernel could not be asked.
+ * Called under the stats refresh lock. ranges (up to max) gets the
+ * mappings, for "hugepreload stat" to read smaps by. */
+bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
+    uint64_t (*ranges)[2], unsigned max, unsigned *nranges) {
+	static set_t a, m;                 /* copies, asked without the lock */
+	hp_lock(&jemap_lock);
+	memcpy(&a, &all, sizeof a);
+	memcpy(&m, &meta, sizeof m);
+	hp_unlock(&jemap_lock);
+	*nranges = a.n < max ? a.n : max;
+	for (unsigned i = 0; i < *nranges; i++) {
+		ranges[i][0] = a.r[i].start;
+		ranges[i][1] = a.r[i].end;
+	}
+	if (a.overflow || m.overflow)
+		return false;
+	*resident = resident_of(&a);
+	*metadata = resident_of(&m);
+	return *resident != UINT64_MAX && *metadata != UINT64_MAX &&
+	    *metadata <= *resident;
+}
+
+void hp_jemap_prefork(void) {
+	hp_lock(&jemap_lock);
+}
+
+void hp_jemap_postfork_parent(void) {
+	hp_unlock(&jemap_lock);
+}
+
+void hp_jemap_postfork_child(void) {
+	hp_lock_reinit(&jemap_lock);
+}
