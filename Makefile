@@ -135,7 +135,7 @@ CONTRACT = $(CC) $(TCFLAGS) -Wno-alloc-size-larger-than -Wno-use-after-free \
 $(BUILD)/test_contract: test/integ/test_contract.c $(BUILD)/libhugepreload.so
 	$(CONTRACT)
 $(DEBUG)/test_contract: test/integ/test_contract.c $(DEBUG)/libhugepreload.so
-	$(CONTRACT)
+	$(CONTRACT) -DHP_TEST_DEBUG
 
 INTEG_SRCS := $(filter-out test/integ/test_contract.c,$(wildcard test/integ/*.c))
 $(BUILD)/test_integ: $(INTEG_SRCS) test/integ/harness.h

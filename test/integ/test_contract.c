@@ -2,6 +2,9 @@
  * malloc is hugepreload's (this binary links the library first). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -293,6 +296,29 @@ Test(contract, mallocx_family_both_classes) {
 	cr_assert_eq(hugepreload_class(h), HUGEPRELOAD_CLASS_HUGE);
 	dallocx(h, 0);
 	cr_assert_null(mallocx(SIZE_MAX - 4096, 0));
+}
+
+/* sdallocx with the size of another class is the program's bug: jemalloc
+ * checks it only in its debug builds, and so does the library (an
+ * assertion that aborts); a release build frees the block. */
+Test(contract, sdallocx_wrong_size_as_jemalloc) {
+	pid_t pid = fork();
+	if (pid == 0) {
+		void *p = malloc(100);
+		sdallocx(p, 5000, 0);
+		void *q = malloc(3 * MIB);
+		sdallocx(q, 100, 0);
+		_exit(0);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+#ifdef HP_TEST_DEBUG
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+	    "debug build: the wrong size must abort (status %#x)", status);
+#else
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "release build: the block is freed (status %#x)", status);
+#endif
 }
 
 Test(contract, mallctl_answers_for_the_heap) {
