@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python check-redis demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -168,6 +168,14 @@ check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 check-python: all
 	scripts/setup-deps python
 	scripts/check-python $(BUILD)
+
+# Debian's Redis (linked with libjemalloc.so.2) with and without the
+# library: INFO memory against the kernel, MEMORY PURGE and DOCTOR,
+# BGSAVE while writing, a restart from the RDB (not part of make test:
+# about 2 minutes, 3.5 GB of memory).
+check-redis: all
+	scripts/setup-deps redis
+	scripts/check-redis $(BUILD)
 
 # ---- demo and benchmarks --------------------------------------------------
 $(BUILD)/chase: bench/chase.c test/progs/probe.c

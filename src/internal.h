@@ -190,6 +190,9 @@ void hp_huge_free(void *p);
 /* stats.c: counters, the shared stats page, the maintenance thread. */
 void hp_stats_init(void);
 void hp_stats_refresh(bool enforce);
+/* The heap's resident bytes, both classes and the descriptors, as of the
+ * last refresh (mallctl's "stats.resident"). */
+uint64_t hp_stats_heap_resident(void);
 void hp_stats_start_thread(void);
 void hp_stats_atfork_child(void);
 void hp_heap_totals(hp_heap_t *h);

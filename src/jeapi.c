@@ -130,13 +130,53 @@ static int read_version(void *oldp, size_t *oldlenp, void *newp) {
 	return 0;
 }
 
+/* "stats.resident" read: the heap's resident bytes as the kernel holds
+ * them, as of the last "epoch" (hp_stats_heap_resident). jemalloc's own
+ * figure leaves out what the library keeps resident after jemalloc has
+ * decommitted it (free parts of huge pages that still hold live data) and
+ * the extent descriptors' pages, and counts what it handed out as
+ * resident whether touched or not. */
+static int read_resident(void *oldp, size_t *oldlenp, void *newp) {
+	if (newp != NULL)
+		return EPERM;
+	if (oldp != NULL && oldlenp != NULL) {
+		if (*oldlenp != sizeof(size_t))
+			return EINVAL;
+		*(size_t *)oldp = (size_t)hp_stats_heap_resident();
+	}
+	return 0;
+}
+
+/* "epoch" written: jemalloc's statistics, then the library's counters,
+ * refreshed together. */
+static int write_epoch(int r) {
+	if (r == 0)
+		hp_stats_refresh(false);
+	return r;
+}
+
 HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
     void *newp, size_t newlen) {
 	if (!hp_init())
 		return EAGAIN;
 	if (name != NULL && strcmp(name, "version") == 0)
 		return read_version(oldp, oldlenp, newp);
-	return hp_je_mallctl(name, oldp, oldlenp, newp, newlen);
+	if (name != NULL && strcmp(name, "stats.resident") == 0)
+		return read_resident(oldp, oldlenp, newp);
+	int r = hp_je_mallctl(name, oldp, oldlenp, newp, newlen);
+	if (newp != NULL && name != NULL && strcmp(name, "epoch") == 0)
+		r = write_epoch(r);
+	return r;
+}
+
+/* Whether mib names name (of miblen parts). */
+static bool mib_is(const size_t *mib, size_t miblen, const char *name,
+    size_t parts) {
+	size_t want[4], n = parts;
+	if (miblen != parts || parts > 4 ||
+	    hp_je_mallctlnametomib(name, want, &n) != 0 || n != parts)
+		return false;
+	return memcmp(mib, want, parts * sizeof *mib) == 0;
 }
 
 HP_EXPORT int mallctlnametomib(const char *name, size_t *mibp,
@@ -150,11 +190,14 @@ HP_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp,
     size_t *oldlenp, void *newp, size_t newlen) {
 	if (!hp_init())
 		return EAGAIN;
-	size_t vmib[1], vlen = 1;
-	if (miblen == 1 && hp_je_mallctlnametomib("version", vmib, &vlen) == 0 &&
-	    mib[0] == vmib[0])
+	if (mib_is(mib, miblen, "version", 1))
 		return read_version(oldp, oldlenp, newp);
-	return hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
+	if (mib_is(mib, miblen, "stats.resident", 2))
+		return read_resident(oldp, oldlenp, newp);
+	int r = hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
+	if (newp != NULL && mib_is(mib, miblen, "epoch", 1))
+		r = write_epoch(r);
+	return r;
 }
 
 HP_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *),

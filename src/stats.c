@@ -264,6 +264,17 @@ void hp_stats_refresh(bool enforce) {
 	hp_unlock(&refresh_lock);
 }
 
+/* The heap's resident bytes as of the last refresh: both classes (the
+ * kernel's figures) and the extent descriptors' pages (mallctl's
+ * "stats.resident", jeapi.c). */
+uint64_t hp_stats_heap_resident(void) {
+	hp_lock(&refresh_lock);
+	uint64_t r = local.arena[0].resident_bytes +
+	    local.arena[1].resident_bytes + local.descriptors.resident_bytes;
+	hp_unlock(&refresh_lock);
+	return r;
+}
+
 static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64];

@@ -71,9 +71,9 @@ int main(void) {
 		small[i][0] = 1;
 		requested += 100;
 	}
-	printf("requested=%zu\nallocated=%zu\nactive=%zu\nresident=%zu\n",
-	    requested, stat("stats.allocated"), stat("stats.active"),
-	    stat("stats.resident"));
+	printf("requested=%zu\nallocated=%zu\nactive=%zu\nresident=%zu\n"
+	    "rss_full_kb=%ld\n", requested, stat("stats.allocated"),
+	    stat("stats.active"), stat("stats.resident"), rss_kb());
 	char *z = mallocx(1000, MALLOCX_ZERO);
 	char *a = mallocx(1000, MALLOCX_LG_ALIGN(12));
 	char *h = mallocx(4 << 20, MALLOCX_ALIGN(2 << 20) | MALLOCX_ZERO);
@@ -89,9 +89,17 @@ int main(void) {
 	sdallocx(z, 5000, 0);
 	dallocx(a, 0);
 	dallocx(h, MALLOCX_TCACHE_NONE);
+	/* Every other 1 MiB block freed and purged: the huge pages they
+	 * share with live ones stay resident (stranded), and stats.resident
+	 * must still say so, as the kernel does. */
+	for (int i = 1; i < BIG; i += 2)
+		free(big[i]);
+	mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+	printf("resident_stranded=%zu\nrss_stranded_kb=%ld\n",
+	    stat("stats.resident"), rss_kb());
 	for (int i = 0; i < SMALL; i++)
 		free(small[i]);
-	for (int i = 0; i < BIG; i++)
+	for (int i = 0; i < BIG; i += 2)
 		free(big[i]);
 	long before = rss_kb();
 	mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
