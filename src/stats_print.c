@@ -204,7 +204,7 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		    ", on huge pages %" PRIu64 " (counted: %" PRIu64 ", %" PRIu64
 		    ")\n", m->smaps_resident, m->smaps_huge, region_resident(st),
 		    st->narenas > 1 ? st->arena[1].resident_huge_bytes : 0);
-		put(s, "smaps of jemalloc's %" PRIu32 " mappings: resident %"
+		put(s, "pagemap of jemalloc's %" PRIu32 " mappings: resident %"
 		    PRIu64 " (counted for the small class%s: %" PRIu64 ")\n",
 		    st->small_nranges, m->smaps_small_resident, st->small_kernel ?
 		    "" : ", by jemalloc", st->arena[0].resident_bytes);
@@ -237,9 +237,10 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	}
 	put(s, "}");
 	if (m->smaps)
-		put(s, ", \"smaps\": {\"range_resident_bytes\": %" PRIu64
-		    ", \"range_huge_bytes\": %" PRIu64 ", \"counted_resident_bytes\": "
-		    "%" PRIu64 ", \"small_mappings\": %" PRIu32 ", "
+		put(s, ", \"kernel\": {\"huge_range_resident_bytes\": %" PRIu64
+		    ", \"huge_range_huge_bytes\": %" PRIu64
+		    ", \"huge_counted_resident_bytes\": %" PRIu64
+		    ", \"small_mappings\": %" PRIu32 ", "
 		    "\"small_resident_bytes\": %" PRIu64 "}", m->smaps_resident,
 		    m->smaps_huge, region_resident(st), st->small_nranges,
 		    m->smaps_small_resident);
@@ -287,19 +288,19 @@ static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 			    st->name[a], b / 10.0, (b + 1) / 10.0,
 			    st->arena[a].live_hist[b]);
 	if (m->smaps && st->narenas > 1) {
-		put(s, "# HELP hugepreload_smaps_resident_bytes The kernel's "
-		    "resident bytes (/proc/PID/smaps) of the arena's mappings: the "
-		    "huge class's range; for the small class, jemalloc's own "
-		    "mappings.\n# TYPE hugepreload_smaps_resident_bytes gauge\n");
-		put(s, "hugepreload_smaps_resident_bytes{pid=\"%" PRId64 "\","
+		put(s, "# HELP hugepreload_kernel_resident_bytes The kernel's "
+		    "resident bytes of the arena's mappings: the huge class's range "
+		    "(/proc/PID/smaps); for the small class, jemalloc's own "
+		    "mappings (/proc/PID/pagemap).\n# TYPE hugepreload_kernel_resident_bytes gauge\n");
+		put(s, "hugepreload_kernel_resident_bytes{pid=\"%" PRId64 "\","
 		    "arena=\"%s\"} %" PRIu64 "\n", st->pid, st->name[0],
 		    m->smaps_small_resident);
-		put(s, "hugepreload_smaps_resident_bytes{pid=\"%" PRId64 "\","
+		put(s, "hugepreload_kernel_resident_bytes{pid=\"%" PRId64 "\","
 		    "arena=\"%s\"} %" PRIu64 "\n", st->pid, st->name[1],
 		    m->smaps_resident);
-		put(s, "# HELP hugepreload_smaps_huge_bytes The kernel's bytes on "
-		    "huge pages in the huge class's range.\n# TYPE "
-		    "hugepreload_smaps_huge_bytes gauge\nhugepreload_smaps_huge_bytes"
+		put(s, "# HELP hugepreload_kernel_huge_bytes The kernel's bytes on "
+		    "huge pages in the huge class's range (/proc/PID/smaps).\n# TYPE "
+		    "hugepreload_kernel_huge_bytes gauge\nhugepreload_kernel_huge_bytes"
 		    "{pid=\"%" PRId64 "\",arena=\"%s\"} %" PRIu64 "\n", st->pid,
 		    st->name[1], m->smaps_huge);
 	}

@@ -12,12 +12,13 @@ typedef void (*hp_out_t)(void *ctx, const char *s, size_t n);
 typedef struct {
 	bool alive;       /* the process is still running */
 	double age_s;     /* seconds since the last refresh */
-	/* The kernel's figures for the huge class's range, from
-	 * /proc/PID/smaps (Rss and hugetlb; AnonHugePages and hugetlb), when
-	 * smaps was read: "hugepreload stat" prints them beside the arena's. */
+	/* The kernel's figures, read by "hugepreload stat" and printed beside
+	 * the arenas': the huge class's range from /proc/PID/smaps (Rss and
+	 * hugetlb; AnonHugePages and hugetlb), and jemalloc's own mappings
+	 * from /proc/PID/pagemap (their vmas may be merged with others). */
 	bool smaps;
 	uint64_t smaps_resident, smaps_huge;
-	uint64_t smaps_small_resident;  /* in jemalloc's own mappings */
+	uint64_t smaps_small_resident;  /* present pages of jemalloc's mappings */
 } hp_stats_meta_t;
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

@@ -154,9 +154,27 @@ static void to_stdout(void *ctx, const char *s, size_t n) {
 	fwrite(s, 1, n, stdout);
 }
 
+/* Present pages of [lo, hi) in process pid, from its pagemap (bit 63 of
+ * each page's word); false if unreadable. */
+static bool pagemap_present(int fd, uint64_t lo, uint64_t hi,
+    uint64_t *bytes) {
+	static uint64_t words[8192];
+	for (uint64_t a = lo; a < hi;) {
+		size_t n = (hi - a) / 4096 < 8192 ? (hi - a) / 4096 : 8192;
+		ssize_t got = pread(fd, words, n * 8, (off_t)(a / 4096 * 8));
+		if (got != (ssize_t)(n * 8))
+			return false;
+		for (size_t i = 0; i < n; i++)
+			*bytes += (words[i] >> 63) ? 4096 : 0;
+		a += n * 4096;
+	}
+	return true;
+}
+
 /* From process pid's smaps: the resident bytes, and those on huge pages,
- * of its mappings inside the huge class's range, and the resident bytes
- * of those inside jemalloc's own mappings (the small class's). */
+ * of its mappings inside the huge class's range; from its pagemap, the
+ * resident bytes of jemalloc's own mappings (the small class's), whose
+ * vmas the kernel may have merged with the program's. */
 static bool smaps_ranges(long pid, const hp_stats_t *st,
     hp_stats_meta_t *m) {
 	char path[64], line[512];
@@ -164,7 +182,7 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return false;
-	int in = 0;                        /* 1 huge class, 2 small class */
+	bool in = false;
 	uint64_t base = st->region_base, size = st->region_size;
 	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
 	    HP_STATS_RANGES;
@@ -174,19 +192,12 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
 		    strchr(line, ' ')) {
 			in = size && lo >= base && hi <= base + size;
-			for (unsigned i = 0; !in && i < nr; i++)
-				if (lo >= st->small_ranges[i][0] &&
-				    hi <= st->small_ranges[i][1])
-					in = 2;
 			continue;
 		}
 		if (!in || sscanf(line, "%63s %lu kB", key, &kb) != 2)
 			continue;
 		uint64_t b = (uint64_t)kb << 10;
-		if (in == 2) {
-			if (strcmp(key, "Rss:") == 0)
-				m->smaps_small_resident += b;
-		} else if (strcmp(key, "Rss:") == 0) {
+		if (strcmp(key, "Rss:") == 0) {
 			m->smaps_resident += b;
 		} else if (strcmp(key, "Private_Hugetlb:") == 0 ||
 		    strcmp(key, "Shared_Hugetlb:") == 0) {
@@ -197,7 +208,15 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		}
 	}
 	fclose(f);
-	return true;
+	snprintf(path, sizeof path, "/proc/%ld/pagemap", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && st->small_nranges <= HP_STATS_RANGES;
+	for (unsigned i = 0; ok && i < nr; i++)
+		ok = pagemap_present(fd, st->small_ranges[i][0],
+		    st->small_ranges[i][1], &m->smaps_small_resident);
+	if (fd >= 0)
+		close(fd);
+	return ok;
 }
 
 static bool running(long pid) {
