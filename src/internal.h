@@ -83,7 +83,8 @@ typedef struct {
 	bool mapped, may_be_huge;     /* THP not split, or hugetlb */
 } hp_page_view_t;
 uintptr_t hp_region_mapped_end(void);
-void hp_region_view(uintptr_t first, unsigned n, hp_page_view_t *v);
+/* Views of the pages first + i, i each bit of pages (at most 64). */
+void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v);
 /* resident.c: the huge class's resident parts as the kernel holds them,
  * into a's resident, in_use, stranded, free_resident and resident_huge
  * fields; false (a untouched) if the kernel could not be asked. */

@@ -557,12 +557,15 @@ uintptr_t hp_region_mapped_end(void) {
 	return end;
 }
 
-/* The states of n pages from first, copied under the lock (resident.c
- * asks the kernel about them without it). Pages past the carved end
- * hold nothing. */
-void hp_region_view(uintptr_t first, unsigned n, hp_page_view_t *v) {
+/* The states of the pages first + i for each bit i of pages, copied
+ * under the lock into v[i] (resident.c asks the kernel about them without
+ * it). Pages past the carved end hold nothing. */
+void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
+	if (pages == 0)
+		return;
 	region_lock_timed();
-	for (unsigned i = 0; i < n; i++) {
+	for (uint64_t left = pages; left != 0; left &= left - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(left);
 		uintptr_t hp = first + ((uintptr_t)i << HP_HUGE_SHIFT);
 		const hp_hpage_t *pg = page_of(hp);
 		bool carved = hp < hp_region.carved_end;
