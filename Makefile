@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python check-redis demo bench bench-quick bench-callgrind bench-maint bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python check-redis demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -86,7 +86,7 @@ PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
 	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
-TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/hugepreload $(BUILD)/policy_linked \
+TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
 	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi
 
@@ -99,6 +99,8 @@ $(BUILD)/jeapi: test/progs/jeapi.c
 
 $(BUILD)/cxx: test/progs/cxx.cpp
 	$(CXX) -O2 -o $@ $<
+$(BUILD)/cxxops: test/progs/cxxops.cpp
+	$(CXX) -std=c++17 -O2 -Wall -o $@ $< -ldl -lpthread
 
 # Linked (not preloaded) with an absolute rpath: it also runs setuid.
 POLICY_LINKED = $(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -L$(dir $@) \
@@ -190,12 +192,29 @@ $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
 $(BUILD)/maint: bench/maint.c
 	$(CC) -O2 -Wall -o $@ $<
+# C++14's sized deallocation (g++'s default there), spelled out.
+$(BUILD)/cxxnew: bench/cxxnew.cpp
+	$(CXX) -std=c++17 -O2 -fsized-deallocation -Wall -o $@ $<
 
 demo: all $(BUILD)/chase
 	scripts/demo
 
 bench-callgrind: all $(BUILD)/mfloop
 	scripts/bench-callgrind
+
+# The library with src/cxx.c built as HP_CXX_OPERATORS=N (0: no C++
+# operators, libstdc++'s serve; 1: sized delete is free(); 3: sized delete
+# always sdallocx), for scripts/bench-cxx; the default build is 2.
+CXX_VARIANTS := $(patsubst %,$(BUILD)/cxx%/libhugepreload.so,0 1 3)
+$(BUILD)/cxx%/cxx.o: src/cxx.c src/*.h include/hugepreload.h | $(BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(HP_CFLAGS) -DHP_CXX_OPERATORS=$* -c $< -o $@
+$(CXX_VARIANTS): $(BUILD)/cxx%/libhugepreload.so: $(BUILD)/cxx%/cxx.o \
+    $(filter-out $(BUILD)/obj/cxx.o,$(OBJS)) $(BUILD)/libjemalloc_hp.a src/exports.map
+	$(call LINK_LIB,$(filter %.o,$^))
+
+bench-cxx: all $(BUILD)/cxxnew $(CXX_VARIANTS)
+	scripts/bench-cxx
 
 bench-maint: all $(BUILD)/maint
 	scripts/bench-maint

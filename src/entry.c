@@ -22,25 +22,6 @@
 #include "internal.h"
 #include "je.h"
 
-#if defined(__x86_64__)
-/* Subtracts size from the caller's slot credit in place; jumps to slow
- * when it runs out (a borrow, or exactly zero). */
-#define SLOT_TAKE(size, slow) asm goto( \
-	"movq hp_slots@gottpoff(%%rip), %%rdx\n\t" \
-	"subq %[sz], %%fs:(%%rdx,%[slot],8)\n\t" \
-	"jbe %l[" #slow "]" \
-	: : [sz] "r"(size), [slot] "r"((uintptr_t)(uint8_t) \
-	    (uintptr_t)__builtin_return_address(0)) \
-	: "rdx", "cc", "memory" : slow)
-#else
-#define SLOT_TAKE(size, slow) do { \
-	uint64_t *c_ = &hp_slots[(uint8_t)(uintptr_t) \
-	    __builtin_return_address(0)]; \
-	if (hp_unlikely(*c_ <= (size))) { *c_ -= (size); goto slow; } \
-	*c_ -= (size); \
-} while (0)
-#endif
-
 /* Out of line, so that the fast paths keep no frame for errno's call. */
 static __attribute__((noinline, cold)) void *enomem(void) {
 	errno = ENOMEM;

@@ -258,6 +258,26 @@ extern HP_TLS uint64_t hp_slots[HP_SLOTS];
 void hp_slot_init(size_t threshold, size_t pace);
 void hp_slot_pin(uintptr_t key, bool on);
 void *hp_slot_alloc(size_t size, uintptr_t ret, bool zero);
+/* The fast path's step, in the exported entry points themselves (entry.c,
+ * cxx.c), so that the return address is their caller's. */
+#if defined(__x86_64__)
+/* Subtracts size from the caller's slot credit in place; jumps to slow
+ * when it runs out (a borrow, or exactly zero). */
+#define SLOT_TAKE(size, slow) asm goto( \
+	"movq hp_slots@gottpoff(%%rip), %%rdx\n\t" \
+	"subq %[sz], %%fs:(%%rdx,%[slot],8)\n\t" \
+	"jbe %l[" #slow "]" \
+	: : [sz] "r"(size), [slot] "r"((uintptr_t)(uint8_t) \
+	    (uintptr_t)__builtin_return_address(0)) \
+	: "rdx", "cc", "memory" : slow)
+#else
+#define SLOT_TAKE(size, slow) do { \
+	uint64_t *c_ = &hp_slots[(uint8_t)(uintptr_t) \
+	    __builtin_return_address(0)]; \
+	if (hp_unlikely(*c_ <= (size))) { *c_ -= (size); goto slow; } \
+	*c_ -= (size); \
+} while (0)
+#endif
 
 /* unwind.c: call stacks through libunwind, which then opens no descriptor
  * of its own. */

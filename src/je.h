@@ -23,6 +23,7 @@ HP_JE_API void *hp_je_mallocx(size_t, int);
 HP_JE_API void *hp_je_rallocx(void *, size_t, int);
 HP_JE_API size_t hp_je_sallocx(const void *, int);
 HP_JE_API void hp_je_dallocx(void *, int);
+HP_JE_API void hp_je_sdallocx(void *, size_t, int);
 HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
 HP_JE_API size_t hp_je_nallocx(size_t, int);
 HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);

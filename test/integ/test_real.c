@@ -59,3 +59,21 @@ Test(real, git_init_add_commit) {
 Test(real, cxx_vector_map_string) {
 	same_output(hp_path("cxx"));
 }
+
+/* C++'s operator new and delete in every form (test/progs/cxxops.cpp):
+ * the same output both ways, and with the library its operators serve
+ * (src/cxx.c), the failure paths included (nothrow nullptr, bad_alloc,
+ * the new_handler). */
+Test(real, cxx_operators) {
+	same_output(hp_path("cxxops"));
+	const char *argv[] = {hp_path("cxxops"), NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	const char *who = strstr(r.err, "operator new: ");
+	cr_assert(who != NULL, "%s", r.err);
+	char line[512];
+	snprintf(line, sizeof line, "%.*s", (int)strcspn(who, "\n"), who);
+	cr_assert(strstr(line, "/libhugepreload.so") != NULL,
+	    "not the library's: %s", line);
+	hp_run_free(&r);
+}
