@@ -84,7 +84,7 @@ ABS_BUILD := $(abspath $(BUILD))
 TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
-	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth
+	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth progmap
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
@@ -124,7 +124,7 @@ $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@
 
 UNIT_OBJS := $(patsubst %,$(DEBUG)/obj/%.o,conf region backing os lock log \
-	jemath)
+	jemath ranges)
 $(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
 	$(CC) $(TCFLAGS) -DHP_DEBUG -o $@ test/unit/*.c $(UNIT_OBJS) \
 		-lcriterion -lpthread -lm

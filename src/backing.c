@@ -40,7 +40,7 @@ hp_fallbacks_t hp_fallbacks;
  * the target already: take the hole back before anyone else's mmap can.
  * True if the range is now PROT_NONE and ours (it was a hole). */
 static bool rereserve(uintptr_t addr, size_t len) {
-	void *p = mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
+	void *p = hp_os_mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
 	return p == (void *)addr;
 }
@@ -139,28 +139,28 @@ const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n) {
  */
 static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
 	int shift = page == HP_GIB ? HP_GIB_SHIFT : HP_HUGE_SHIFT;
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	void *p = hp_os_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1, 0);
 	if (p == MAP_FAILED)
 		return false;
-	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+	if (hp_os_mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
 	    (void *)addr) != MAP_FAILED)
 		return true;
 	int err = errno;
-	munmap(p, len);
+	hp_os_munmap(p, len);
 	if (err == EINVAL) {           /* kernels before 5.16 */
 		hugetlb_broken = true;
 	} else {
 		/* The move can fail for want of page tables (ENOMEM, seen now
 		 * and then with 1 GiB pages) after the target was unmapped:
 		 * map the pages straight into that hole instead. */
-		p = mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+		p = hp_os_mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 		    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_HUGETLB |
 		    (shift << MAP_HUGE_SHIFT), -1, 0);
 		if (p == (void *)addr)
 			return true;
 		if (p != MAP_FAILED)
-			munmap(p, len);
+			hp_os_munmap(p, len);
 	}
 	rereserve(addr, len);
 	return false;
@@ -200,8 +200,8 @@ bool hp_backing_map_gib(uintptr_t addr) {
 /* Faults in and collapses fresh THP pages, so they are huge whatever the
  * fault path would have done (defrag never, THP never). */
 void hp_backing_collapse(uintptr_t addr, size_t len) {
-	if (madvise((void *)addr, len, MADV_POPULATE_WRITE) != 0 ||
-	    madvise((void *)addr, len, MADV_COLLAPSE) != 0)
+	if (hp_os_madvise((void *)addr, len, MADV_POPULATE_WRITE) != 0 ||
+	    hp_os_madvise((void *)addr, len, MADV_COLLAPSE) != 0)
 		hp_warn_once(&warned_collapse, "MADV_COLLAPSE failed (%s); some "
 		    "pages may stay on 4 KiB", hp_strerror(errno));
 }
@@ -223,14 +223,14 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
 			pool_dry(HP_HUGE);
 	}
-	if (mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
+	if (hp_os_mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
 		return 0;                /* counted by huge.c's fallback */
 	bool huge = hp_conf.backing != HP_BACKING_NONE && thp_usable;
 	if (hp_conf.backing != HP_BACKING_NONE && !thp_usable)
 		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
-	if (madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
+	if (hp_os_madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
 	    MADV_NOHUGEPAGE) != 0)
-		hp_warn_once(&warned_madvise, "madvise(%s) failed (%s); the "
+		hp_warn_once(&warned_madvise, "hp_os_madvise(%s) failed (%s); the "
 		    "huge class stays on the kernel's default pages",
 		    huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE", hp_strerror(errno));
 	*type = huge ? HP_MAP_THP : HP_MAP_4K;
@@ -243,11 +243,11 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 	bool ok;
 	if (type == HP_MAP_HUGETLB_2M || type == HP_MAP_HUGETLB_1G)
-		ok = mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
+		ok = hp_os_mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
 		    MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED ||
 		    rereserve(addr, len);
 	else
-		ok = madvise((void *)addr, len, MADV_DONTNEED) == 0;
+		ok = hp_os_madvise((void *)addr, len, MADV_DONTNEED) == 0;
 	if (!ok)
 		hp_warn_once(&warned_zap, "could not give back free huge pages "
 		    "(%s); they stay resident", hp_strerror(errno));
@@ -260,7 +260,7 @@ void *hp_backing_copy(uintptr_t addr, size_t len) {
 	char *copy = hp_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
 	if (copy == NULL)
 		return NULL;
-	madvise(copy, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	hp_os_madvise(copy, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	memcpy(copy, (void *)addr, len);
 	return copy;
 }

@@ -30,6 +30,10 @@
 #define HP_MAINT_DEFAULT      1000
 #define HP_MAINT_MIN          10
 #define HP_MAINT_MAX          (3600L * 1000)
+#define HP_MMAP_DEFAULT       (2 * MIB)    /* the smallest that can hold a
+                                              huge page */
+#define HP_MMAP_MIN           (2 * MIB)
+#define HP_MMAP_MAX           TIB
 
 static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
 
@@ -51,6 +55,7 @@ void hp_conf_defaults(hp_conf_t *c) {
 	c->lifetime_sample = HP_LSAMPLE_DEFAULT;
 	c->lifetime_ms = HP_LMS_DEFAULT;
 	c->maintain_ms = HP_MAINT_DEFAULT;
+	c->mmap_threshold = HP_MMAP_DEFAULT;
 	c->lifetime_record[0] = '\0';
 	c->lifetime_profile[0] = '\0';
 }
@@ -244,6 +249,12 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			c->maintain_ms = n;
 		else
 			BAD("1000 (10..3600000)");
+	} else if (is(k, klen, "mmap_threshold")) {
+		if (is(v, vlen, "off"))
+			c->mmap_threshold = SIZE_MAX;
+		else if (!size_in(v, vlen, HP_MMAP_MIN, HP_MMAP_MAX,
+		    &c->mmap_threshold))
+			BAD("2m (range 2m..1t, or off)");
 	} else if (is(k, klen, "lifetime_record")) {
 		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
 			BAD("none (a path)");
@@ -310,14 +321,18 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 }
 
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
+	char mmap_t[24] = "off";
+	if (c->mmap_threshold != SIZE_MAX)
+		snprintf(mmap_t, sizeof mmap_t, "%zu", c->mmap_threshold);
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
 	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
-	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld,maintain_ms:%ld",
+	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld,maintain_ms:%ld,"
+	    "mmap_threshold:%s",
 	    c->large_threshold, backing_names[c->backing],
 	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
 	    "false", c->decay_ms, c->reserve, c->strand_limit,
 	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
-	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms);
+	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms, mmap_t);
 }
 
 /* Every key, for "hugepreload --help". */
@@ -355,6 +370,9 @@ const char *const hp_conf_help[][4] = {
     {"maintain_ms", "10..3600000", "1000", "how often the maintenance "
      "thread refreshes the live counters, drives the huge class's decay "
      "and enforces strand_limit"},
+    {"mmap_threshold", "bytes, 2m..1t, or off", "2m", "the program's own "
+     "anonymous private mappings of at least this size are placed 2 MiB-"
+     "aligned and advised MADV_HUGEPAGE; they stay ordinary mappings"},
     {"stats_print", "true|false", "false", "print the counters at exit"},
     {"stats_format", "text|json|prometheus", "text",
      "format of the counters printed at exit"},

@@ -82,11 +82,11 @@ static size_t first_avail(void) {
 static bool commit(void) {
 	if (data == NULL) {
 		size_t len = MAX_PAGES * (HP_PAGE + sizeof(page_t));
-		char *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+		char *p = hp_os_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
 		    MAP_NORESERVE, -1, 0);
 		if (p == MAP_FAILED)
 			return false;
-		madvise(p, len, MADV_NOHUGEPAGE);
+		hp_os_madvise(p, len, MADV_NOHUGEPAGE);
 		info = (page_t *)(p + MAX_PAGES * HP_PAGE);
 		__atomic_store_n(&data, p, __ATOMIC_RELEASE);
 	}
@@ -94,8 +94,8 @@ static bool commit(void) {
 		return false;
 	char *d = data + committed * HP_PAGE;
 	page_t *pi = info + committed;
-	if (mprotect(d, CHUNK * HP_PAGE, PROT_READ | PROT_WRITE) != 0 ||
-	    mprotect(pi, CHUNK * sizeof *pi, PROT_READ | PROT_WRITE) != 0)
+	if (hp_os_mprotect(d, CHUNK * HP_PAGE, PROT_READ | PROT_WRITE) != 0 ||
+	    hp_os_mprotect(pi, CHUNK * sizeof *pi, PROT_READ | PROT_WRITE) != 0)
 		return false;
 	for (size_t i = committed; i < committed + CHUNK; i++) {
 		info[i].nfree = PER_PAGE;
@@ -106,7 +106,7 @@ static bool commit(void) {
 }
 
 static void give_back(size_t first, size_t n) {
-	if (n == 0 || madvise(data + first * HP_PAGE, n * HP_PAGE,
+	if (n == 0 || hp_os_madvise(data + first * HP_PAGE, n * HP_PAGE,
 	    MADV_DONTNEED) != 0)
 		return;
 	for (size_t j = first; j < first + n; j++)

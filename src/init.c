@@ -28,9 +28,11 @@ static void atfork_prepare(void) {
 	hp_region_prefork();
 	hp_edata_prefork();
 	hp_jemap_prefork();
+	hp_mmap_prefork();
 }
 
 static void atfork_parent(void) {
+	hp_mmap_postfork_parent();
 	hp_jemap_postfork_parent();
 	hp_edata_postfork_parent();
 	hp_region_postfork_parent();
@@ -38,6 +40,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
 	hp_jefork_child();
+	hp_mmap_postfork_child();
 	hp_jemap_postfork_child();
 	hp_edata_postfork_child();
 	hp_region_postfork_child();
@@ -88,6 +91,10 @@ static void start(void) {
 	hp_slot_init(threshold, huge && hp_conf.lifetime != HP_LIFETIME_OFF ?
 	    hp_conf.lifetime_sample : 0);
 	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
+	/* The program's own mappings: advised unless backing:none. */
+	__atomic_store_n(&hp_mmap_threshold, hp_conf.backing ==
+	    HP_BACKING_NONE ? SIZE_MAX : hp_conf.mmap_threshold,
+	    __ATOMIC_RELEASE);
 	hp_stats_init();
 }
 

@@ -106,6 +106,16 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
 
 /* os.c: system calls on the library's own behalf. Descriptors are
  * close-on-exec and at least 3 when these return. */
+/* The memory system calls, made directly (not through the library's own
+ * exported mmap family); as the libc functions, -1 or MAP_FAILED and
+ * errno on failure. */
+void *hp_os_mmap(void *addr, size_t len, int prot, int flags, int fd,
+    off_t off);
+int hp_os_munmap(void *addr, size_t len);
+void *hp_os_mremap(void *old, size_t old_len, size_t new_len, int flags,
+    void *new_addr);
+int hp_os_mprotect(void *addr, size_t len, int prot);
+int hp_os_madvise(void *addr, size_t len, int advice);
 int hp_fd_high(int fd);
 int hp_open(const char *path, int flags, int mode);
 /* open(2) and syscall(2) whose descriptors are treated as hp_open's. */
@@ -300,6 +310,26 @@ void hp_edata_trim(void);
 void hp_edata_prefork(void);
 void hp_edata_postfork_parent(void);
 void hp_edata_postfork_child(void);
+/* ranges.c: sorted, disjoint address ranges in a caller's array, under
+ * the caller's lock; overflow set when one could not be kept. */
+typedef struct {
+	uintptr_t start, end;
+} hp_range_t;
+typedef struct {
+	hp_range_t *r;
+	unsigned n, max;
+	bool overflow;
+} hp_ranges_t;
+void hp_ranges_add(hp_ranges_t *set, uintptr_t start, uintptr_t end);
+void hp_ranges_del(hp_ranges_t *set, uintptr_t start, uintptr_t end);
+bool hp_ranges_hold(const hp_ranges_t *set, uintptr_t start, uintptr_t end);
+
+/* mmap.c: the program's own mappings. */
+extern size_t hp_mmap_threshold;       /* SIZE_MAX until started, or off */
+extern hp_mmap_counts_t hp_mmap_counts;
+void hp_mmap_prefork(void);
+void hp_mmap_postfork_parent(void);
+void hp_mmap_postfork_child(void);
 /* jemap.c: jemalloc's own mappings, and the kernel's view of them. */
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
     uint64_t (*ranges)[2], unsigned max, unsigned *nranges);

@@ -26,79 +26,17 @@
 
 #define MAX_RANGES 1024
 
-typedef struct {
-	uintptr_t start, end;
-} range_t;
-
-typedef struct {
-	range_t r[MAX_RANGES];
-	unsigned n;
-	bool overflow;
-} set_t;
-
 static hp_lock_t jemap_lock = HP_LOCK_INIT(HP_RANK_JEMAP);
-static set_t all, meta;                /* under jemap_lock */
+static hp_range_t all_r[MAX_RANGES], meta_r[MAX_RANGES];
+static hp_ranges_t all = {all_r, 0, MAX_RANGES, false};   /* under */
+static hp_ranges_t meta = {meta_r, 0, MAX_RANGES, false}; /* jemap_lock */
 
-/* Adds [s, e), merging with what it touches or overlaps. */
-static void add(set_t *set, uintptr_t s, uintptr_t e) {
-	hp_lock_assert_held(&jemap_lock);
-	unsigned i = 0;
-	while (i < set->n && set->r[i].end < s)
-		i++;
-	unsigned j = i;                    /* r[i..j) touch [s, e) */
-	while (j < set->n && set->r[j].start <= e) {
-		if (set->r[j].start < s)
-			s = set->r[j].start;
-		if (set->r[j].end > e)
-			e = set->r[j].end;
-		j++;
-	}
-	if (j == i && set->n == MAX_RANGES) {
-		set->overflow = true;
-		return;
-	}
-	memmove(&set->r[i + 1], &set->r[j], (set->n - j) * sizeof(range_t));
-	set->n = set->n - (j - i) + 1;
-	set->r[i] = (range_t){s, e};
-}
-
-/* Takes [s, e) away, splitting a range it cuts in two. */
-static void del(set_t *set, uintptr_t s, uintptr_t e) {
-	hp_lock_assert_held(&jemap_lock);
-	for (unsigned i = 0; i < set->n; i++) {
-		range_t *r = &set->r[i];
-		if (r->end <= s || r->start >= e)
-			continue;
-		if (r->start < s && r->end > e) {          /* a hole in it */
-			if (set->n == MAX_RANGES) {
-				set->overflow = true;
-				return;
-			}
-			memmove(&set->r[i + 2], &set->r[i + 1], (set->n - i - 1) *
-			    sizeof(range_t));
-			set->n++;
-			set->r[i + 1] = (range_t){e, r->end};
-			r->end = s;
-			return;
-		}
-		if (r->start < s) {
-			r->end = s;
-		} else if (r->end > e) {
-			r->start = e;
-		} else {                                   /* all of it */
-			memmove(r, r + 1, (set->n - i - 1) * sizeof(range_t));
-			set->n--;
-			i--;
-		}
-	}
-}
-
-static void record(set_t *set, void *p, size_t len) {
+static void record(hp_ranges_t *set, void *p, size_t len) {
 	uintptr_t s = (uintptr_t)p & ~(uintptr_t)(HP_PAGE - 1);
 	uintptr_t e = ((uintptr_t)p + len + HP_PAGE - 1) &
 	    ~(uintptr_t)(HP_PAGE - 1);
 	hp_lock(&jemap_lock);
-	add(set, s, e);
+	hp_ranges_add(set, s, e);
 	hp_unlock(&jemap_lock);
 }
 
@@ -120,20 +58,20 @@ void *je_ehooks_default_alloc_impl(void *tsdn, void *new_addr, size_t size,
 
 void *hp_je_mmap(void *addr, size_t len, int prot, int flags, int fd,
     off_t off) {
-	void *p = mmap(addr, len, prot, flags, fd, off);
+	void *p = hp_os_mmap(addr, len, prot, flags, fd, off);
 	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS))
 		record(&all, p, len);
 	return p;
 }
 
 int hp_je_munmap(void *addr, size_t len) {
-	int r = munmap(addr, len);
+	int r = hp_os_munmap(addr, len);
 	if (r == 0) {
 		uintptr_t s = (uintptr_t)addr, e = s + ((len + HP_PAGE - 1) &
 		    ~(size_t)(HP_PAGE - 1));
 		hp_lock(&jemap_lock);
-		del(&all, s, e);
-		del(&meta, s, e);
+		hp_ranges_del(&all, s, e);
+		hp_ranges_del(&meta, s, e);
 		hp_unlock(&jemap_lock);
 	}
 	return r;
@@ -163,7 +101,7 @@ static void sum(void *ctx, uintptr_t start, uintptr_t end, bool huge) {
 	*(uint64_t *)ctx += end - start;
 }
 
-static uint64_t resident_of(const set_t *set) {
+static uint64_t resident_of(const hp_ranges_t *set) {
 	uint64_t bytes = 0;
 	for (unsigned i = 0; i < set->n; i++)
 		if (!hp_os_resident(set->r[i].start, set->r[i].end, false, sum,
@@ -173,15 +111,19 @@ static uint64_t resident_of(const set_t *set) {
 }
 
 /* Resident bytes of jemalloc's mappings and of its bases', from the
- * kernel; false if the table overflowed or the kernel could not be asked.
+ * kernel; false if a table overflowed or the kernel could not be asked.
  * Called under the stats refresh lock. ranges (up to max) gets the
- * mappings, for "hugepreload stat" to read smaps by. */
+ * mappings, for "hugepreload stat" to read the kernel's figures by. */
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
     uint64_t (*ranges)[2], unsigned max, unsigned *nranges) {
-	static set_t a, m;                 /* copies, asked without the lock */
+	static hp_range_t a_r[MAX_RANGES], m_r[MAX_RANGES];  /* copies, asked */
+	hp_ranges_t a = {a_r, 0, MAX_RANGES, false};          /* without the */
+	hp_ranges_t m = {m_r, 0, MAX_RANGES, false};          /* lock */
 	hp_lock(&jemap_lock);
-	memcpy(&a, &all, sizeof a);
-	memcpy(&m, &meta, sizeof m);
+	memcpy(a_r, all_r, all.n * sizeof *a_r);
+	memcpy(m_r, meta_r, meta.n * sizeof *m_r);
+	a.n = all.n, a.overflow = all.overflow;
+	m.n = meta.n, m.overflow = meta.overflow;
 	hp_unlock(&jemap_lock);
 	*nranges = a.n < max ? a.n : max;
 	for (unsigned i = 0; i < *nranges; i++) {

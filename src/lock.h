@@ -14,7 +14,8 @@
  *  9    sample.c zone_lock    the sample zone's bump pointer
  * 10    edata.c edata_lock    the descriptor pages
  * 11    jemap.c jemap_lock    the ranges of jemalloc's own mappings
- * Ranks 8 to 11 are leaves, taken inside jemalloc's extent code with
+ * 12    mmap.c mmap_lock      the program's advised reservations
+ * Ranks 8 to 12 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
  * together (init.c), in this order.
  */
@@ -35,6 +36,7 @@ enum {
 	HP_RANK_ZONE = 9,
 	HP_RANK_EDATA = 10,
 	HP_RANK_JEMAP = 11,
+	HP_RANK_MMAP = 12,
 };
 
 typedef struct {

@@ -21,6 +21,35 @@
 int hp_je_creat(const char *path, mode_t mode);
 long hp_je_syscall(long nr, ...);
 
+/*
+ * The memory system calls, made directly: the library exports mmap,
+ * munmap, mremap, mprotect and madvise for the program's own mappings
+ * (mmap.c), and its own calls (and the embedded jemalloc's, renamed to
+ * these by scripts/embed-jemalloc) must not go through them.
+ */
+void *hp_os_mmap(void *addr, size_t len, int prot, int flags, int fd,
+    off_t off) {
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+int hp_os_munmap(void *addr, size_t len) {
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+void *hp_os_mremap(void *old, size_t old_len, size_t new_len, int flags,
+    void *new_addr) {
+	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags,
+	    new_addr);
+}
+
+int hp_os_mprotect(void *addr, size_t len, int prot) {
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+int hp_os_madvise(void *addr, size_t len, int advice) {
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
 /* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with
  * fd closed either way. */
 int hp_fd_high(int fd) {
@@ -96,14 +125,14 @@ long hp_read_long(const char *path) {
 void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
 	if (len > SIZE_MAX - align)
 		return NULL;
-	char *raw = mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
+	char *raw = hp_os_mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
 	    flags, -1, 0);
 	if (raw == MAP_FAILED)
 		return NULL;
 	char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
 	if (p != raw)
-		munmap(raw, (size_t)(p - raw));
-	munmap(p + len, align - (size_t)(p - raw));
+		hp_os_munmap(raw, (size_t)(p - raw));
+	hp_os_munmap(p + len, align - (size_t)(p - raw));
 	return p;
 }
 
@@ -116,14 +145,14 @@ void *hp_reserve(size_t want, size_t min, size_t align, int flags,
 	for (size_t size = want; size >= min; size >>= 1) {
 		if (size > SIZE_MAX - align)
 			continue;
-		char *raw = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE |
+		char *raw = hp_os_mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE |
 		    MAP_ANONYMOUS | flags, -1, 0);
 		if (raw == MAP_FAILED)
 			continue;
 		char *p = (char *)(((uintptr_t)raw + align - 1) &
 		    ~(uintptr_t)(align - 1));
 		if (p != raw)
-			munmap(raw, (size_t)(p - raw));
+			hp_os_munmap(raw, (size_t)(p - raw));
 		*got = size;
 		return p;
 	}

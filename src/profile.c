@@ -192,7 +192,7 @@ bool hp_profile_write(const char *where) {
 	put(line, &len, cap, "end %u\n", n);
 	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
 	int err = ok ? 0 : errno;
-	munmap(line, cap);
+	hp_os_munmap(line, cap);
 	if (close(fd) != 0 && ok) {
 		ok = false;
 		err = errno;
@@ -324,7 +324,7 @@ bool hp_profile_load(const char *path) {
 		entries = hp_lifetime_map(HP_SITES * sizeof *entries);
 		names = hp_lifetime_map(HP_MODULES * sizeof *names);
 	}
-	char *buf = entries && names ? mmap(NULL, size, PROT_READ, MAP_PRIVATE,
+	char *buf = entries && names ? hp_os_mmap(NULL, size, PROT_READ, MAP_PRIVATE,
 	    fd, 0) : MAP_FAILED;
 	int err = errno;
 	close(fd);
@@ -367,7 +367,7 @@ bool hp_profile_load(const char *path) {
 	}
 	if (why == NULL && !ended)
 		why = "no end line (truncated?)";
-	munmap(buf, size);
+	hp_os_munmap(buf, size);
 	if (why != NULL) {
 		hp_log("lifetime_profile %s:%u: %s; profile ignored, sites are "
 		    "learned", path, line, why);

@@ -88,10 +88,10 @@ bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
 	size &= ~(align - 1);
 	size_t meta = align_up((size >> HP_HUGE_SHIFT) * sizeof(hp_hpage_t),
 	    HP_PAGE);
-	void *pages = mmap(NULL, meta, PROT_READ | PROT_WRITE,
+	void *pages = hp_os_mmap(NULL, meta, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (pages == MAP_FAILED) {
-		munmap((void *)base, got);
+		hp_os_munmap((void *)base, got);
 		return false;
 	}
 	hp_region.pages = pages;
@@ -358,7 +358,7 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 		hpage_zapped(page_of(hp));
 		page_of(hp)->populated = false;
 		if (page_of(hp)->split)          /* empty again: huge again */
-			madvise((void *)hp, HP_HUGE, MADV_HUGEPAGE);
+			hp_os_madvise((void *)hp, HP_HUGE, MADV_HUGEPAGE);
 		page_of(hp)->split = false;
 		if (type == HP_MAP_HUGETLB_2M)
 			page_of(hp)->map = HP_MAP_NONE;
@@ -590,7 +590,7 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
 		for (j = i + 1; bit(stale, i) && j < HP_SUBPAGES && bit(stale, j);
 		    j++)
 			;
-		if (bit(stale, i) && madvise((void *)(hp + ((size_t)i <<
+		if (bit(stale, i) && hp_os_madvise((void *)(hp + ((size_t)i <<
 		    HP_PAGE_SHIFT)), (size_t)(j - i) << HP_PAGE_SHIFT,
 		    MADV_DONTNEED) == 0)
 			for (unsigned k = i; k < j; k++)
@@ -604,7 +604,7 @@ static void split_page(uintptr_t hp, hp_hpage_t *pg) {
 	tally(hp, -1);
 	purge_parts(hp, pg, true);
 	/* Or khugepaged would collapse it again, filling the holes. */
-	madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
+	hp_os_madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 	pg->split = true;
 	n_split++;
 	tally(hp, 1);
@@ -669,8 +669,8 @@ static bool shadow_run(uintptr_t addr, size_t len) {
 	void *copy = hp_backing_copy(addr, len);
 	if (copy == NULL)
 		return false;
-	if (madvise((void *)addr, len, MADV_DONTFORK) != 0) {
-		munmap(copy, len);
+	if (hp_os_madvise((void *)addr, len, MADV_DONTFORK) != 0) {
+		hp_os_munmap(copy, len);
 		return false;
 	}
 	shadows[nshadows++] = (struct shadow){addr, len, copy};
@@ -711,8 +711,8 @@ void hp_region_prefork(void) {
 
 void hp_region_postfork_parent(void) {
 	for (unsigned i = 0; i < nshadows; i++) {
-		madvise((void *)shadows[i].addr, shadows[i].len, MADV_DOFORK);
-		munmap(shadows[i].copy, shadows[i].len);
+		hp_os_madvise((void *)shadows[i].addr, shadows[i].len, MADV_DOFORK);
+		hp_os_munmap(shadows[i].copy, shadows[i].len);
 	}
 	nshadows = 0;
 	hp_unlock(&region_lock);
@@ -721,7 +721,7 @@ void hp_region_postfork_parent(void) {
 void hp_region_postfork_child(void) {
 	for (unsigned i = 0; i < nshadows; i++) {
 		struct shadow *s = &shadows[i];
-		if (mremap(s->copy, s->len, s->len, MREMAP_MAYMOVE | MREMAP_FIXED,
+		if (hp_os_mremap(s->copy, s->len, s->len, MREMAP_MAYMOVE | MREMAP_FIXED,
 		    (void *)s->addr) == MAP_FAILED) {
 			/* Cannot happen short of the kernel refusing a move of
 			 * our own mapping; the range would read as unmapped. */

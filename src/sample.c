@@ -89,7 +89,7 @@ static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 		uintptr_t to = (end + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
 		if (to > zone_end)
 			to = zone_end;
-		if (to <= zone_mapped || mprotect((void *)zone_mapped,
+		if (to <= zone_mapped || hp_os_mprotect((void *)zone_mapped,
 		    to - zone_mapped, PROT_READ | PROT_WRITE) == 0) {
 			if (to > zone_mapped)
 				zone_mapped = to;
@@ -121,7 +121,7 @@ static bool z_purge(extent_hooks_t *h, void *addr, size_t size,
 	(void)h, (void)ind;
 	if (!zone_owns(addr, size) || offset > size || length > size - offset)
 		return true;
-	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+	return hp_os_madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
 }
 
 static bool z_split(extent_hooks_t *h, void *addr, size_t size,
@@ -149,7 +149,7 @@ static extent_hooks_t zone_hooks = {
 static bool zone_init(uintptr_t base, size_t size, long decay_ms) {
 	if (size == 0)
 		return false;
-	madvise((void *)base, size, MADV_NOHUGEPAGE);
+	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
 	zone_bump = zone_mapped = base;
 	zone_end = base + size;
 	hp_zone_base = base;
@@ -189,7 +189,7 @@ static bool resize(size_t n) {
 	for (size_t i = 0; i < o; i++)
 		if (old[i].ptr != 0)
 			insert(&old[i]);
-	munmap(old, o * sizeof *old);
+	hp_os_munmap(old, o * sizeof *old);
 	return true;
 }
 

@@ -47,11 +47,11 @@ static hp_lock_t site_lock = HP_LOCK_INIT(HP_RANK_SITE);
  * lifetime learning is on (in the library's .bss they would make it large
  * enough for THP "always" to back it with huge pages). */
 void *hp_lifetime_map(size_t size) {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	void *p = hp_os_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	madvise(p, size, MADV_NOHUGEPAGE);
+	hp_os_madvise(p, size, MADV_NOHUGEPAGE);
 	return p;
 }
 

@@ -57,7 +57,7 @@ static void open_page(void) {
 	fd = hp_fd_high(fd);
 	void *p = MAP_FAILED;
 	if (fd >= 0 && ftruncate(fd, HP_PAGE) == 0)
-		p = mmap(NULL, HP_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		p = hp_os_mmap(NULL, HP_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int err = errno;
 	if (fd >= 0)
 		close(fd);
@@ -67,7 +67,7 @@ static void open_page(void) {
 		    hp_strerror(err));
 		return;
 	}
-	madvise(p, HP_PAGE, MADV_DONTFORK);
+	hp_os_madvise(p, HP_PAGE, MADV_DONTFORK);
 	hp_stats_t *page = p;
 	memcpy(page, &local, sizeof local);
 	page->magic = 0;                   /* valid once all is there */
@@ -216,6 +216,7 @@ static void collect(hp_stats_t *st) {
 	    sizeof st->lifetime);
 	memcpy(&st->descriptors, (const void *)&hp_edata_counts,
 	    sizeof st->descriptors);
+	memcpy(&st->mmap, (const void *)&hp_mmap_counts, sizeof st->mmap);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	st->updated_ns = (uint64_t)ts.tv_sec * 1000000000ull +
@@ -241,6 +242,7 @@ static void publish(void) {
 	shm->lifetime = local.lifetime;
 	shm->descriptors = local.descriptors;
 	shm->maintenance = local.maintenance;
+	shm->mmap = local.mmap;
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELEASE);     /* even */
 }
 

@@ -115,6 +115,21 @@ static const field_t mfields[] = {
       "(maintain_ms)."),
 };
 
+/* The program's own mappings (mmap.c): */
+#define P(name, member, counter, help) \
+	{name, offsetof(hp_stats_t, mmap.member), counter, help}
+static const field_t pfields[] = {
+    P("mappings", mappings, true, "The program's anonymous mappings placed "
+      "2 MiB-aligned and advised MADV_HUGEPAGE (mmap_threshold)."),
+    P("advised_bytes", advised_bytes, true, "Their bytes."),
+    P("reservations", reservations, true, "Of them, PROT_NONE reservations "
+      "(memory committed in them later keeps the advice)."),
+    P("fixed_advised", fixed_advised, true, "MAP_FIXED mappings made inside "
+      "those reservations, advised again."),
+    P("unaligned", unaligned, true, "Mappings made as asked, unaligned: no "
+      "address space for the alignment."),
+};
+
 typedef struct {
 	const char *prefix;          /* text and Prometheus names; JSON key */
 	const field_t *f;
@@ -124,6 +139,7 @@ static const group_t groups[] = {
     {"lifetime", lfields, sizeof lfields / sizeof *lfields},
     {"descriptors", dfields, sizeof dfields / sizeof *dfields},
     {"maintenance", mfields, sizeof mfields / sizeof *mfields},
+    {"mmap", pfields, sizeof pfields / sizeof *pfields},
 };
 #define NGROUPS (sizeof groups / sizeof *groups)
 

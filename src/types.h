@@ -56,6 +56,8 @@ typedef struct {
 	size_t lifetime_sample;  /* one sampled allocation per this many bytes */
 	long lifetime_ms;        /* a sampled object this old is long-lived */
 	long maintain_ms;        /* the maintenance thread's period */
+	size_t mmap_threshold;   /* the program's mappings advised from this
+	                            size; SIZE_MAX: off */
 	char lifetime_record[256];  /* site table written here at exit; "" */
 	char lifetime_profile[256]; /* site table loaded at start-up; "" */
 } hp_conf_t;
@@ -135,6 +137,15 @@ typedef struct {
 	uint64_t huge_active, huge_mapped;
 } hp_heap_t;
 
+/* The program's own mappings (mmap.c), process-wide. */
+typedef struct {
+	uint64_t mappings;           /* placed 2 MiB-aligned and advised */
+	uint64_t advised_bytes;      /* their bytes */
+	uint64_t reservations;       /* of them, PROT_NONE reservations */
+	uint64_t fixed_advised;      /* MAP_FIXED mappings in those, advised */
+	uint64_t unaligned;          /* mapped as asked: no room to align */
+} hp_mmap_counts_t;
+
 /* The maintenance thread's passes (stats.c), as of the pass before the
  * last refresh: each drives the huge arena's decay, trims descriptors,
  * refreshes the counters and enforces strand_limit. */
@@ -206,6 +217,7 @@ typedef struct {
 	hp_lifetime_counts_t lifetime;
 	hp_edata_counts_t descriptors;
 	hp_maint_counts_t maintenance;
+	hp_mmap_counts_t mmap;
 	hp_arena_stats_t arena[HP_STATS_ARENAS];
 } hp_stats_t;
 

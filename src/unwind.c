@@ -129,11 +129,11 @@ static int find_relro(struct dl_phdr_info *info, size_t size, void *arg) {
 static bool patch(void **slot, void *to, const struct relro *r) {
 	uintptr_t a = (uintptr_t)slot, page = a & ~(HP_PAGE - 1);
 	bool ro = a >= r->lo && a < r->hi;
-	if (ro && mprotect((void *)page, HP_PAGE, PROT_READ | PROT_WRITE) != 0)
+	if (ro && hp_os_mprotect((void *)page, HP_PAGE, PROT_READ | PROT_WRITE) != 0)
 		return false;
 	__atomic_store_n(slot, to, __ATOMIC_RELEASE);
 	if (ro)
-		mprotect((void *)page, HP_PAGE, PROT_READ);
+		hp_os_mprotect((void *)page, HP_PAGE, PROT_READ);
 	return true;
 }
 

@@ -1,5 +1,5 @@
-/* The library exports the malloc family, jemalloc's API, C++'s operators
- * and the public API, nothing else. */
+/* The library exports the malloc family, jemalloc's API, C++'s operators,
+ * the mmap family and the public API, nothing else. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,10 +18,11 @@ Test(exports, exactly_the_malloc_family_and_public_api) {
 	    "_ZnwmSt11align_val_tRKSt9nothrow_t",
 	    "aligned_alloc", "calloc", "dallocx", "free",
 	    "hugepreload_class", "hugepreload_policy", "hugepreload_version",
-	    "mallctl", "mallctlbymib", "mallctlnametomib", "mallinfo",
+	    "madvise", "mallctl", "mallctlbymib", "mallctlnametomib", "mallinfo",
 	    "mallinfo2", "malloc", "malloc_info", "malloc_stats",
 	    "malloc_stats_print", "malloc_trim", "malloc_usable_size",
-	    "mallocx", "mallopt", "memalign", "nallocx",
+	    "mallocx", "mallopt", "memalign", "mmap", "mmap64", "mprotect",
+	    "mremap", "munmap", "nallocx",
 	    "posix_memalign", "pvalloc", "rallocx", "realloc", "reallocarray",
 	    "sallocx", "sdallocx", "valloc", "xallocx"};
 	char cmd[600];

@@ -432,7 +432,7 @@ Test(wrapper, help_lists_every_key) {
 	    "collapse", "decay_ms", "reserve", "strand_limit", "stats_print",
 	    "stats_format", "stats_file", "stats_live", "verbose", "lifetime",
 	    "lifetime_sample", "lifetime_ms", "lifetime_record",
-	    "lifetime_profile", "maintain_ms"};
+	    "lifetime_profile", "maintain_ms", "mmap_threshold"};
 	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
 		char k[40];
 		snprintf(k, sizeof k, "\n  %s ", keys[i]);

@@ -26,6 +26,7 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->lifetime_sample == b->lifetime_sample &&
 	    a->lifetime_ms == b->lifetime_ms &&
 	    a->maintain_ms == b->maintain_ms &&
+	    a->mmap_threshold == b->mmap_threshold &&
 	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
 	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0 &&
 	    a->stats_live == b->stats_live &&
@@ -222,6 +223,25 @@ Test(conf, maintain_ms) {
 	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
+Test(conf, mmap_threshold) {
+	msgs_t m;
+	hp_conf_t c = parse(NULL, &m);
+	cr_assert_eq(c.mmap_threshold, 2 << 20);
+	c = parse("mmap_threshold:off", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.mmap_threshold, SIZE_MAX);
+	c = parse("mmap_threshold:64m", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.mmap_threshold, 64 << 20);
+	c = parse("mmap_threshold:1t", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.mmap_threshold, (size_t)1 << 40);
+	const char *bad[] = {"mmap_threshold:1m", "mmap_threshold:0",
+	    "mmap_threshold:2t", "mmap_threshold:on", "mmap_threshold:-2m",
+	    "mmap_threshold:"};
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
+}
+
 Test(conf, last_value_wins) {
 	msgs_t m;
 	hp_conf_t c = parse("decay_ms:1,decay_ms:2", &m);
@@ -232,7 +252,8 @@ Test(conf, describe_round_trips) {
 	msgs_t m;
 	hp_conf_t c = parse("large_threshold:3m,backing:hugetlb,decay_ms:9,"
 	    "reserve:2g,hugetlb_size:1g,collapse:true,lifetime:replay,"
-	    "lifetime_sample:8k,lifetime_ms:70,maintain_ms:20", &m), d;
+	    "lifetime_sample:8k,lifetime_ms:70,maintain_ms:20,"
+	    "mmap_threshold:off", &m), d;
 	char buf[400];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);

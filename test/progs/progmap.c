@@ -1,0 +1,161 @@
+/* The program's own mmap calls, as a test sees them (mmap.c).
+ * usage: progmap big|ops|reserve|untouched
+ *   big        256 MiB anonymous mapping, written: its share on huge pages
+ *   ops        munmap, mremap, mprotect and MADV_DONTNEED of parts of a
+ *              64 MiB mapping: every result, errno and byte checked; the
+ *              output is the same with and without the library
+ *   reserve    a 512 MiB PROT_NONE reservation, 64 MiB committed with
+ *              mprotect, and another 64 MiB with mmap(MAP_FIXED), written
+ *   untouched  a file mapping, a MAP_SHARED one and a 1 MiB one: no advice
+ * prints key=value lines */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "probe.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* The share of [p, p + len) on huge pages (smaps of its area), in
+ * percent, and whether the area is advised. */
+static void report(const char *what, void *p, size_t len) {
+	probe_vma_t *v;
+	size_t n = probe_vmas(&v);
+	const probe_vma_t *m = probe_find(v, n, p);
+	long huge = m ? m->anon_huge_kb : 0;
+	printf("%s_huge_pct=%ld\n%s_hg=%d\n%s_aligned=%d\n", what,
+	    huge * 1024 * 100 / (long)len, what, m && probe_has_flag(m, "hg"),
+	    what, ((uintptr_t)p & (2 * MIB - 1)) == 0);
+	free(v);
+}
+
+static int big(void) {
+	size_t len = 256 * MIB;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	memset(p, 1, len);
+	report("big", p, len);
+	return 0;
+}
+
+static int ops(void) {
+	size_t len = 64 * MIB, pg = 4096;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	for (size_t i = 0; i < len; i += pg)
+		p[i] = (char)(i / pg);
+	/* A 4 KiB hole in the middle. */
+	char *hole = p + 32 * MIB;
+	int r = munmap(hole, pg);
+	printf("munmap_hole=%d\n", r);
+	/* The part below it grown by mremap (it may move). */
+	char *q = mremap(p, 32 * MIB, 48 * MIB, MREMAP_MAYMOVE);
+	int ok = q != MAP_FAILED;
+	for (size_t i = 0; ok && i < 32 * MIB; i += pg)
+		ok = q[i] == (char)(i / pg);
+	printf("mremap_grow=%d\n", ok);
+	if (q != MAP_FAILED) {
+		q[48 * MIB - 1] = 5;                 /* the new part is usable */
+		printf("mremap_new_zero=%d\n", q[40 * MIB] == 0);
+	}
+	/* The part above the hole: mprotect of a 2 MiB-unaligned range. */
+	char *up = hole + pg;
+	r = mprotect(up + 3 * pg, 3 * MIB + 5 * pg, PROT_READ);
+	printf("mprotect_unaligned=%d\n", r);
+	ok = up[2 * pg] == (char)((size_t)(up + 2 * pg - p) / pg);
+	up[2 * pg] = 9;                          /* below it: still writable */
+	ok = ok && up[3 * pg] == (char)((size_t)(up + 3 * pg - p) / pg);
+	printf("mprotect_data=%d\n", ok);
+	/* MADV_DONTNEED of 4 KiB: zero there, the neighbours kept. */
+	char *d = up + 8 * MIB;
+	r = madvise(d, pg, MADV_DONTNEED);
+	printf("dontneed=%d\ndontneed_zero=%d\ndontneed_neighbours=%d\n", r,
+	    d[0] == 0 && d[pg - 1] == 0, d[-pg] == (char)((size_t)(d - pg - p) /
+	    pg) && d[pg] == (char)((size_t)(d + pg - p) / pg));
+	/* Errors as the kernel's. */
+	errno = 0;
+	r = munmap(p + 1, pg);
+	printf("munmap_unaligned=%d errno=%d\n", r, errno);
+	errno = 0;
+	r = mprotect(p + 1, pg, PROT_READ);
+	printf("mprotect_unaligned_addr=%d errno=%d\n", r, errno);
+	errno = 0;
+	void *bad = mmap(NULL, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	printf("mmap_zero=%d errno=%d\n", bad == MAP_FAILED, errno);
+	errno = 0;
+	bad = mremap(p + 1, pg, 2 * pg, MREMAP_MAYMOVE);
+	printf("mremap_unaligned=%d errno=%d\n", bad == MAP_FAILED, errno);
+	errno = 1234;
+	void *good = mmap(NULL, 8 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	printf("errno_kept_on_success=%d\n", good != MAP_FAILED && errno == 1234);
+	return 0;
+}
+
+static int reserve(void) {
+	size_t len = 512 * MIB, part = 64 * MIB;
+	char *r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+	    MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return 1;
+	/* Committed with mprotect, 2 MiB in. */
+	char *a = r + 2 * MIB;
+	if (mprotect(a, part, PROT_READ | PROT_WRITE) != 0)
+		return 2;
+	memset(a, 1, part);
+	report("mprotect", a, part);
+	/* Committed with mmap(MAP_FIXED), higher up. */
+	char *b = r + 256 * MIB;
+	if (mmap(b, part, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+	    MAP_FIXED, -1, 0) != b)
+		return 3;
+	memset(b, 1, part);
+	report("fixed", b, part);
+	return 0;
+}
+
+static int untouched(void) {
+	char path[] = "/tmp/progmap.XXXXXX";
+	int fd = mkstemp(path);
+	size_t len = 8 * MIB;
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+		return 1;
+	unlink(path);
+	char *f = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	char *s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	char *small = mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	if (f == MAP_FAILED || s == MAP_FAILED || small == MAP_FAILED)
+		return 2;
+	memset(f, 1, len);
+	memset(s, 1, len);
+	memset(small, 1, MIB);
+	report("file", f, len);
+	report("shared", s, len);
+	report("small", small, MIB);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	const char *m = argc > 1 ? argv[1] : "";
+	if (strcmp(m, "big") == 0)
+		return big();
+	if (strcmp(m, "ops") == 0)
+		return ops();
+	if (strcmp(m, "reserve") == 0)
+		return reserve();
+	if (strcmp(m, "untouched") == 0)
+		return untouched();
+	fprintf(stderr, "usage: progmap big|ops|reserve|untouched\n");
+	return 2;
+}
