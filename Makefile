@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python check-redis demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -88,7 +88,8 @@ PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
-	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi
+	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi \
+	$(BUILD)/pymap.py
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
@@ -121,6 +122,8 @@ $(BUILD)/bigdict.py: test/progs/bigdict.py
 $(BUILD)/promcheck.py: test/progs/promcheck.py
 	cp $< $@
 $(BUILD)/gcc-input.c: test/progs/threads.c
+	cp $< $@
+$(BUILD)/pymap.py: test/progs/pymap.py
 	cp $< $@
 
 UNIT_OBJS := $(patsubst %,$(DEBUG)/obj/%.o,conf region backing os lock log \
@@ -178,6 +181,12 @@ check-python: all
 check-redis: all
 	scripts/setup-deps redis
 	scripts/check-redis $(BUILD)
+
+# Debian's OpenJDK 17 filling a 2 GiB heap with and without the library:
+# the heap on huge pages through the program's own mmap calls (about 15 s).
+check-java: all
+	scripts/setup-deps java
+	scripts/check-java $(BUILD)
 
 # ---- demo and benchmarks --------------------------------------------------
 $(BUILD)/chase: bench/chase.c test/progs/probe.c

@@ -30,8 +30,8 @@
 #define HP_MAINT_DEFAULT      1000
 #define HP_MAINT_MIN          10
 #define HP_MAINT_MAX          (3600L * 1000)
-#define HP_MMAP_DEFAULT       (2 * MIB)    /* the smallest that can hold a
-                                              huge page */
+#define HP_MMAP_DEFAULT       (8 * MIB)    /* README: leaves allocators'
+                                              2-4 MiB chunks alone */
 #define HP_MMAP_MIN           (2 * MIB)
 #define HP_MMAP_MAX           TIB
 
@@ -254,7 +254,7 @@ static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
 			c->mmap_threshold = SIZE_MAX;
 		else if (!size_in(v, vlen, HP_MMAP_MIN, HP_MMAP_MAX,
 		    &c->mmap_threshold))
-			BAD("2m (range 2m..1t, or off)");
+			BAD("8m (range 2m..1t, or off)");
 	} else if (is(k, klen, "lifetime_record")) {
 		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
 			BAD("none (a path)");
@@ -370,7 +370,7 @@ const char *const hp_conf_help[][4] = {
     {"maintain_ms", "10..3600000", "1000", "how often the maintenance "
      "thread refreshes the live counters, drives the huge class's decay "
      "and enforces strand_limit"},
-    {"mmap_threshold", "bytes, 2m..1t, or off", "2m", "the program's own "
+    {"mmap_threshold", "bytes, 2m..1t, or off", "8m", "the program's own "
      "anonymous private mappings of at least this size are placed 2 MiB-"
      "aligned and advised MADV_HUGEPAGE; they stay ordinary mappings"},
     {"stats_print", "true|false", "false", "print the counters at exit"},

@@ -9,7 +9,7 @@
 
 /* The policy string: threshold, backing, then the rest at defaults. */
 /* The lifetime keys' defaults, at the end of every policy line. */
-#define MT ",maintain_ms:1000"
+#define MT ",maintain_ms:1000,mmap_threshold:8388608"
 #define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250" MT
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
@@ -214,6 +214,29 @@ Test(conf, lifetime_values) {
 	}
 }
 
+Test(conf, mmap_threshold_values) {
+	const char *good[][2] = {{"mmap_threshold:2m", "2097152"},
+	    {"mmap_threshold:off", "off"}, {"mmap_threshold:1t", "1099511627776"}};
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		char want[300];
+		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
+		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
+		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
+		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:1000,"
+		    "mmap_threshold:%s", good[i][1]);
+		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
+		cr_assert_eq(hp_kv(&r, "class"), 2);
+		hp_run_free(&r);
+	}
+	const char *bad[] = {"mmap_threshold:1m", "mmap_threshold:2t",
+	    "mmap_threshold:on", "mmap_threshold:"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		hp_run_t r = run_conf(bad[i], "8388608", 1, DEFAULT_POLICY);
+		cr_assert(strstr(r.err, "default 8m"), "%s: %s", bad[i], r.err);
+		hp_run_free(&r);
+	}
+}
+
 Test(conf, maintain_ms_values) {
 	const char *good[][2] = {{"maintain_ms:10", "10"},
 	    {"maintain_ms:3600000", "3600000"}, {"maintain_ms:250", "250"}};
@@ -222,8 +245,8 @@ Test(conf, maintain_ms_values) {
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
 		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
 		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
-		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:%s",
-		    good[i][1]);
+		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:%s,"
+		    "mmap_threshold:8388608", good[i][1]);
 		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
 		cr_assert_eq(hp_kv(&r, "class"), 2);
 		hp_run_free(&r);

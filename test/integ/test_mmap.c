@@ -3,6 +3,7 @@
  * library and none without; every call behaves as the kernel's. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 #include "harness.h"
 
 static hp_knob_t thp, defrag;
@@ -98,5 +99,25 @@ Test(mmap, threshold_values, .fini = restore) {
 	cr_assert_eq(hp_kv(&r, "big_hg"), 1, "default kept: %s", r.out);
 	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
 	cr_assert(strstr(r.err, "mmap_threshold"), "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* Python's mmap module: a private 1 GiB anonymous buffer, written, is on
+ * huge pages under the library and not without. (A MAP_SHARED one, the
+ * module's default, is shared memory, left alone: its THP is the kernel's
+ * shmem_enabled setting.) */
+Test(mmap, python_private_buffer, .fini = restore) {
+	madvise_mode();
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("no /usr/bin/python3 (Debian's python3)");
+	const char *argv[] = {"/usr/bin/python3", hp_path("pymap.py"), "private",
+	    NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_geq(hp_kv(&r, "anon_huge_kb"), 0.9 * hp_kv(&r, "rss_kb"),
+	    "%s", r.out);
+	hp_run_free(&r);
+	r = hp_run(argv, NULL, false, NULL);
+	cr_assert_eq(hp_kv(&r, "anon_huge_kb"), 0, "without: %s", r.out);
 	hp_run_free(&r);
 }

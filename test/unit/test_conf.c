@@ -226,7 +226,7 @@ Test(conf, maintain_ms) {
 Test(conf, mmap_threshold) {
 	msgs_t m;
 	hp_conf_t c = parse(NULL, &m);
-	cr_assert_eq(c.mmap_threshold, 2 << 20);
+	cr_assert_eq(c.mmap_threshold, 8 << 20);
 	c = parse("mmap_threshold:off", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert_eq(c.mmap_threshold, SIZE_MAX);
