@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -227,6 +227,12 @@ bench-cxx: all $(BUILD)/cxxnew $(CXX_VARIANTS)
 
 bench-maint: all $(BUILD)/maint
 	scripts/bench-maint
+
+# The chapter's stride demo in Python/numpy, with and without the library,
+# beside a hand-advised control (about a minute).
+bench-stride: all
+	scripts/setup-deps numpy
+	scripts/bench-stride
 
 bench-embedding: all $(BUILD)/workloads
 	scripts/bench-embedding
