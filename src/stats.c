@@ -377,7 +377,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 			hp_log("could not open stats_file %s (%s)",
 			    hp_conf.stats_file, hp_strerror(errno));
 		} else {
-			hp_stats_meta_t m = {true, 0, false, 0, 0, 0};
+			hp_stats_meta_t m = {true, 0, false, 0, 0, 0, 0, 0};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)

@@ -224,6 +224,9 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		    PRIu64 " (counted for the small class%s: %" PRIu64 ")\n",
 		    st->small_nranges, m->smaps_small_resident, st->small_kernel ?
 		    "" : ", by jemalloc", st->arena[0].resident_bytes);
+		put(s, "smaps of the program's own advised mappings: resident %"
+		    PRIu64 ", on huge pages %" PRIu64 "\n", m->smaps_mmap_resident,
+		    m->smaps_mmap_huge);
 	}
 	for (size_t g = 0; g < NGROUPS; g++)
 		for (size_t i = 0; i < groups[g].n; i++) {
@@ -257,9 +260,12 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		    ", \"huge_range_huge_bytes\": %" PRIu64
 		    ", \"huge_counted_resident_bytes\": %" PRIu64
 		    ", \"small_mappings\": %" PRIu32 ", "
-		    "\"small_resident_bytes\": %" PRIu64 "}", m->smaps_resident,
+		    "\"small_resident_bytes\": %" PRIu64 ", "
+		    "\"mmap_resident_bytes\": %" PRIu64 ", "
+		    "\"mmap_huge_bytes\": %" PRIu64 "}", m->smaps_resident,
 		    m->smaps_huge, region_resident(st), st->small_nranges,
-		    m->smaps_small_resident);
+		    m->smaps_small_resident, m->smaps_mmap_resident,
+		    m->smaps_mmap_huge);
 	for (size_t g = 0; g < NGROUPS; g++) {
 		put(s, ", \"%s\": {", groups[g].prefix);
 		for (size_t i = 0; i < groups[g].n; i++)
@@ -319,6 +325,16 @@ static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		    "hugepreload_kernel_huge_bytes gauge\nhugepreload_kernel_huge_bytes"
 		    "{pid=\"%" PRId64 "\",arena=\"%s\"} %" PRIu64 "\n", st->pid,
 		    st->name[1], m->smaps_huge);
+		put(s, "# HELP hugepreload_kernel_mmap_resident_bytes The kernel's "
+		    "resident bytes of the program's own advised anonymous "
+		    "mappings (/proc/PID/smaps).\n# TYPE "
+		    "hugepreload_kernel_mmap_resident_bytes gauge\n"
+		    "hugepreload_kernel_mmap_resident_bytes{pid=\"%" PRId64 "\"} %"
+		    PRIu64 "\n# HELP hugepreload_kernel_mmap_huge_bytes Of them, on "
+		    "huge pages.\n# TYPE hugepreload_kernel_mmap_huge_bytes gauge\n"
+		    "hugepreload_kernel_mmap_huge_bytes{pid=\"%" PRId64 "\"} %"
+		    PRIu64 "\n", st->pid, m->smaps_mmap_resident, st->pid,
+		    m->smaps_mmap_huge);
 	}
 	for (size_t g = 0; g < NGROUPS; g++)
 		for (size_t i = 0; i < groups[g].n; i++) {

@@ -19,6 +19,8 @@ typedef struct {
 	bool smaps;
 	uint64_t smaps_resident, smaps_huge;
 	uint64_t smaps_small_resident;  /* present pages of jemalloc's mappings */
+	uint64_t smaps_mmap_resident, smaps_mmap_huge; /* the program's own
+	                                   advised anonymous areas (smaps) */
 } hp_stats_meta_t;
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

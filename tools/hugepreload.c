@@ -182,8 +182,9 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return false;
-	bool in = false;
+	bool in = false, anon = false;
 	uint64_t base = st->region_base, size = st->region_size;
+	uint64_t rss = 0, thp = 0;             /* of the area being read */
 	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
 	    HP_STATS_RANGES;
 	while (fgets(line, sizeof line, f) != NULL) {
@@ -192,9 +193,29 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
 		    strchr(line, ' ')) {
 			in = size && lo >= base && hi <= base + size;
+			/* An anonymous area: no path after the inode. */
+			char path_field[8] = "";
+			anon = sscanf(line, "%*s %*s %*s %*s %*s %7s",
+			    path_field) != 1;
+			rss = thp = 0;
 			continue;
 		}
-		if (!in || sscanf(line, "%63s %lu kB", key, &kb) != 2)
+		/* The program's own advised areas (mmap.c, or its own advice):
+		 * anonymous, "hg", outside the huge class; jemalloc's are "nh". */
+		if (strncmp(line, "VmFlags:", 8) == 0) {
+			if (!in && anon && strstr(line, " hg")) {
+				m->smaps_mmap_resident += rss;
+				m->smaps_mmap_huge += thp;
+			}
+			continue;
+		}
+		if (sscanf(line, "%63s %lu kB", key, &kb) != 2)
+			continue;
+		if (strcmp(key, "Rss:") == 0)
+			rss = (uint64_t)kb << 10;
+		else if (strcmp(key, "AnonHugePages:") == 0)
+			thp = (uint64_t)kb << 10;
+		if (!in)
 			continue;
 		uint64_t b = (uint64_t)kb << 10;
 		if (strcmp(key, "Rss:") == 0) {
@@ -290,7 +311,7 @@ static int stat_cmd(int argc, char **argv) {
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		hp_stats_meta_t m = {true, (double)now.tv_sec + now.tv_nsec / 1e9 -
-		    (double)st.updated_ns / 1e9, false, 0, 0, 0};
+		    (double)st.updated_ns / 1e9, false, 0, 0, 0, 0, 0};
 		m.smaps = smaps_ranges(pid, &st, &m);
 		hp_stats_format(&st, &m, fmt, to_stdout, NULL);
 		fflush(stdout);
