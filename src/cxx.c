@@ -71,7 +71,7 @@ static __attribute__((noreturn, cold)) void no_runtime(const char *name) {
 	static const char msg[] =
 	    "hugepreload: operator new failed and no C++ runtime to throw\n";
 	(void)name;
-	ssize_t r = write(2, msg, sizeof msg - 1);
+	ssize_t r = hp_os_write(2, msg, sizeof msg - 1);
 	(void)r;
 	abort();
 }

@@ -104,8 +104,10 @@ bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n);
 /* Marks them reused; sets bits in *zero for subpages that must be zeroed. */
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
 
-/* os.c: system calls on the library's own behalf. Descriptors are
- * close-on-exec and at least 3 when these return. */
+/* os.c: the library's only door to the kernel: every system call it makes
+ * on its own behalf (scripts/embed-jemalloc sends the embedded jemalloc's
+ * there too; test exports::system_calls_only_in_os_c checks). Descriptors
+ * are close-on-exec and at least 3 when these return. */
 /* The memory system calls, made directly (not through the library's own
  * exported mmap family); as the libc functions, -1 or MAP_FAILED and
  * errno on failure. */
@@ -116,6 +118,18 @@ void *hp_os_mremap(void *old, size_t old_len, size_t new_len, int flags,
     void *new_addr);
 int hp_os_mprotect(void *addr, size_t len, int prot);
 int hp_os_madvise(void *addr, size_t len, int advice);
+/* The rest of the library's system calls, as libc's. */
+struct stat;
+ssize_t hp_os_read(int fd, void *buf, size_t n);
+ssize_t hp_os_write(int fd, const void *buf, size_t n);
+int hp_os_close(int fd);
+ssize_t hp_os_readlink(const char *path, char *buf, size_t n);
+int hp_os_fstat(int fd, struct stat *st);
+int hp_os_rename(const char *from, const char *to);
+int hp_os_unlink(const char *path);
+int hp_os_memfd_create(const char *name, unsigned flags);
+int hp_os_ftruncate(int fd, off_t len);
+void *hp_os_sbrk(intptr_t increment);
 int hp_fd_high(int fd);
 int hp_open(const char *path, int flags, int mode);
 /* open(2) and syscall(2) whose descriptors are treated as hp_open's. */

@@ -71,7 +71,7 @@ const char *hp_jeconf(const hp_conf_t *c) {
 	/* jemalloc's order: the link's name, then the environment (its
 	 * secure_getenv: nothing for setuid programs). */
 	char link[256];
-	ssize_t n = readlink("/etc/malloc.conf", link, sizeof link - 1);
+	ssize_t n = hp_os_readlink("/etc/malloc.conf", link, sizeof link - 1);
 	if (n > 0) {
 		link[n] = '\0';
 		s.source = "/etc/malloc.conf";

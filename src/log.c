@@ -18,7 +18,7 @@ static void vlog(const char *fmt, va_list ap) {
 		n = (int)sizeof line - 2;
 	line[n++] = '\n';
 	for (const char *p = line; n > 0;) {
-		ssize_t w = write(STDERR_FILENO, p, (size_t)n);
+		ssize_t w = hp_os_write(STDERR_FILENO, p, (size_t)n);
 		if (w <= 0)
 			break;
 		p += w;

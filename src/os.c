@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "internal.h"
@@ -48,6 +50,51 @@ int hp_os_mprotect(void *addr, size_t len, int prot) {
 
 int hp_os_madvise(void *addr, size_t len, int advice) {
 	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+/* The other system calls the library makes, here so that this file is
+ * its only door to the kernel: the files it reads and writes (profiles,
+ * stats_file, /proc and /sys), the stats page's memfd, its messages. */
+ssize_t hp_os_read(int fd, void *buf, size_t n) {
+	return read(fd, buf, n);
+}
+
+ssize_t hp_os_write(int fd, const void *buf, size_t n) {
+	return write(fd, buf, n);
+}
+
+int hp_os_close(int fd) {
+	return close(fd);
+}
+
+ssize_t hp_os_readlink(const char *path, char *buf, size_t n) {
+	return readlink(path, buf, n);
+}
+
+int hp_os_fstat(int fd, struct stat *st) {
+	return fstat(fd, st);
+}
+
+int hp_os_rename(const char *from, const char *to) {
+	return rename(from, to);
+}
+
+int hp_os_unlink(const char *path) {
+	return unlink(path);
+}
+
+int hp_os_memfd_create(const char *name, unsigned flags) {
+	return memfd_create(name, flags);
+}
+
+int hp_os_ftruncate(int fd, off_t len) {
+	return ftruncate(fd, len);
+}
+
+/* For the embedded jemalloc's dss (MALLOC_CONF=dss:primary; the library
+ * overrides it, but jemalloc still probes). */
+void *hp_os_sbrk(intptr_t increment) {
+	return sbrk(increment);
 }
 
 /* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with

@@ -52,7 +52,7 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
 	if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') {
 		if (nmods != 0)          /* only the program has no name */
 			return 0;
-		ssize_t n = readlink("/proc/self/exe", m->path,
+		ssize_t n = hp_os_readlink("/proc/self/exe", m->path,
 		    sizeof m->path - 1);
 		if (n <= 0)
 			return 0;
@@ -113,7 +113,7 @@ static bool put(char *buf, size_t *len, size_t cap, const char *fmt, ...) {
 
 static bool write_all(int fd, const char *p, size_t n) {
 	while (n > 0) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = hp_os_write(fd, p, n);
 		if (w <= 0)
 			return false;
 		p += w, n -= (size_t)w;
@@ -165,8 +165,8 @@ bool hp_profile_write(const char *where) {
 	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
 	char *line = hp_lifetime_map(cap);
 	if (line == NULL || hp_sites == NULL) {
-		close(fd);
-		unlink(tmp);
+		hp_os_close(fd);
+		hp_os_unlink(tmp);
 		return false;
 	}
 	const char *head = HP_PROFILE_MAGIC "\n# decision samples short long "
@@ -193,16 +193,16 @@ bool hp_profile_write(const char *where) {
 	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
 	int err = ok ? 0 : errno;
 	hp_os_munmap(line, cap);
-	if (close(fd) != 0 && ok) {
+	if (hp_os_close(fd) != 0 && ok) {
 		ok = false;
 		err = errno;
 	}
-	if (ok && rename(tmp, path) != 0) {
+	if (ok && hp_os_rename(tmp, path) != 0) {
 		ok = false;
 		err = errno;
 	}
 	if (!ok) {
-		unlink(tmp);
+		hp_os_unlink(tmp);
 		hp_log("could not write lifetime_record %s (%s)", path,
 		    hp_strerror(err));
 		return false;
@@ -304,7 +304,7 @@ bool hp_profile_load(const char *path) {
 	int fd = hp_open(path, O_RDONLY, 0);
 	struct stat st;
 	const char *why = NULL;
-	if (fd < 0 || fstat(fd, &st) != 0)
+	if (fd < 0 || hp_os_fstat(fd, &st) != 0)
 		why = hp_strerror(errno);
 	else if (!S_ISREG(st.st_mode))
 		why = "not a regular file";
@@ -316,7 +316,7 @@ bool hp_profile_load(const char *path) {
 		hp_log("lifetime_profile %s: cannot be read (%s); profile "
 		    "ignored, sites are learned", path, why);
 		if (fd >= 0)
-			close(fd);
+			hp_os_close(fd);
 		return false;
 	}
 	size_t size = (size_t)st.st_size;
@@ -327,7 +327,7 @@ bool hp_profile_load(const char *path) {
 	char *buf = entries && names ? hp_os_mmap(NULL, size, PROT_READ, MAP_PRIVATE,
 	    fd, 0) : MAP_FAILED;
 	int err = errno;
-	close(fd);
+	hp_os_close(fd);
 	if (buf == MAP_FAILED) {
 		hp_log("lifetime_profile %s: cannot be read (%s); profile "
 		    "ignored, sites are learned", path, hp_strerror(err));

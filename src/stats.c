@@ -51,16 +51,16 @@ static void open_page(void) {
 		return;
 	/* Sealed against exec where the kernel knows how (else it logs a
 	 * warning for every memfd made without it). */
-	int fd = memfd_create(HP_STATS_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+	int fd = hp_os_memfd_create(HP_STATS_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
 	if (fd < 0 && errno == EINVAL)
-		fd = memfd_create(HP_STATS_NAME, MFD_CLOEXEC);
+		fd = hp_os_memfd_create(HP_STATS_NAME, MFD_CLOEXEC);
 	fd = hp_fd_high(fd);
 	void *p = MAP_FAILED;
-	if (fd >= 0 && ftruncate(fd, HP_PAGE) == 0)
+	if (fd >= 0 && hp_os_ftruncate(fd, HP_PAGE) == 0)
 		p = hp_os_mmap(NULL, HP_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int err = errno;
 	if (fd >= 0)
-		close(fd);
+		hp_os_close(fd);
 	if (p == MAP_FAILED) {
 		hp_warn_once(&warned_page, "could not make the live counters' "
 		    "page (%s); hugepreload stat cannot read this process",
@@ -354,7 +354,7 @@ void hp_stats_atfork_child(void) {
 static void to_fd(void *ctx, const char *s, size_t n) {
 	int fd = *(int *)ctx;
 	while (n > 0) {
-		ssize_t w = write(fd, s, n);
+		ssize_t w = hp_os_write(fd, s, n);
 		if (w <= 0)
 			return;
 		s += w;
@@ -381,7 +381,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)
-				close(fd);
+				hp_os_close(fd);
 		}
 	}
 	errno = saved;

@@ -59,7 +59,7 @@ static ssize_t unw_read(int fd, void *buf, size_t n) {
 		errno = EAGAIN;
 		return -1;
 	}
-	return read(fd, buf, n);
+	return hp_os_read(fd, buf, n);
 }
 
 static long unw_syscall(long nr, ...) {

@@ -1,6 +1,7 @@
 /* The library exports the malloc family, jemalloc's API, C++'s operators,
  * the mmap family and the public API, nothing else. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include "harness.h"
@@ -39,4 +40,41 @@ Test(exports, exactly_the_malloc_family_and_public_api) {
 	}
 	cr_assert_eq(pclose(f), 0);
 	cr_assert_eq(n, sizeof want / sizeof *want, "only %zu exports", n);
+}
+
+/* src/os.c is the library's only door to the kernel: no other object of
+ * the library, and nothing of its embedded jemalloc, calls a system call
+ * by name (the build renames jemalloc's calls to os.c's). */
+Test(exports, system_calls_only_in_os_c) {
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd, "cd %s && for o in obj/*.o; do "
+	    "[ \"$o\" = obj/os.o ] && continue; nm -u \"$o\"; done; "
+	    "nm -u %s 2>/dev/null", hp_path(""), hp_path("libjemalloc_hp.a"));
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	static const char *const calls[] = {"mmap", "mmap64", "munmap",
+	    "madvise", "mprotect", "mremap", "mincore", "ioctl", "open",
+	    "open64", "openat", "creat", "read", "pread", "write", "close",
+	    "readlink", "fstat", "rename", "unlink", "memfd_create", "ftruncate",
+	    "fcntl", "syscall", "sbrk", "fopen"};
+	char line[256], bad[2048] = "";
+	bool door = false;                 /* the objects were read: they call
+	                                      os.c's hp_os_mmap */
+	while (fgets(line, sizeof line, f)) {
+		char sym[200];
+		if (sscanf(line, " U %199s", sym) != 1)
+			continue;
+		door |= strcmp(sym, "hp_os_mmap") == 0;
+		char *at = strchr(sym, '@');
+		if (at)
+			*at = '\0';
+		for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+			if (strcmp(sym, calls[i]) == 0 && strlen(bad) < 1900) {
+				strcat(bad, " ");
+				strcat(bad, sym);
+			}
+	}
+	pclose(f);
+	cr_assert(door, "no object calls hp_os_mmap: were they read?");
+	cr_assert_eq(bad[0], '\0', "system calls outside src/os.c:%s", bad);
 }
