@@ -2,6 +2,7 @@
  * THP "madvise", large anonymous private mappings get huge pages under the
  * library and none without; every call behaves as the kernel's. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include "harness.h"
@@ -119,5 +120,22 @@ Test(mmap, python_private_buffer, .fini = restore) {
 	hp_run_free(&r);
 	r = hp_run(argv, NULL, false, NULL);
 	cr_assert_eq(hp_kv(&r, "anon_huge_kb"), 0, "without: %s", r.out);
+	hp_run_free(&r);
+}
+
+/* No address space for the alignment's 2 MiB of slack (RLIMIT_AS): the
+ * mapping is made as asked and works, and one line says so. */
+Test(mmap, no_room_to_align_maps_as_asked) {
+	const char *argv[] = {hp_path("progmap"), "unaligned", NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=stats_print:true", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "mapped"), 1, "%s", r.out);
+	cr_assert(strstr(r.err, "could not place a 67108864-byte mapping 2 MiB-"
+	    "aligned"), "%s", r.err);
+	const char *u = strstr(r.err, "mmap_unaligned");
+	long n = -1;
+	cr_assert(u && sscanf(u, "mmap_unaligned %ld", &n) == 1 && n == 1,
+	    "%s", r.err);
 	hp_run_free(&r);
 }

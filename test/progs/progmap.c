@@ -1,5 +1,5 @@
 /* The program's own mmap calls, as a test sees them (mmap.c).
- * usage: progmap big|ops|reserve|untouched
+ * usage: progmap big|ops|reserve|untouched|unaligned
  *   big        256 MiB anonymous mapping, written: its share on huge pages
  *   ops        munmap, mremap, mprotect and MADV_DONTNEED of parts of a
  *              64 MiB mapping: every result, errno and byte checked; the
@@ -7,6 +7,7 @@
  *   reserve    a 512 MiB PROT_NONE reservation, 64 MiB committed with
  *              mprotect, and another 64 MiB with mmap(MAP_FIXED), written
  *   untouched  a file mapping, a MAP_SHARED one and a 1 MiB one: no advice
+ *   unaligned  no address space for the alignment's slack: mapped as asked
  * prints key=value lines */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "probe.h"
 
@@ -146,8 +148,39 @@ static int untouched(void) {
 	return 0;
 }
 
+/* Address space for the mapping but not for its 2 MiB of slack
+ * (RLIMIT_AS): the mapping is made as asked, unaligned, and works. */
+static int unaligned(void) {
+	size_t len = 64 * MIB;
+	printf("start=1\n");                  /* stdout's buffer, before */
+	fflush(stdout);
+	long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	struct rlimit rl = {(rlim_t)kb * 1024 + len + MIB,
+	    (rlim_t)kb * 1024 + len + MIB};
+	if (kb == 0 || setrlimit(RLIMIT_AS, &rl) != 0)
+		return 1;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	int ok = p != MAP_FAILED;
+	if (ok) {
+		memset(p, 7, len);
+		ok = p[0] == 7 && p[len - 1] == 7;
+	}
+	printf("mapped=%d\n", ok);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	const char *m = argc > 1 ? argv[1] : "";
+	if (strcmp(m, "unaligned") == 0)
+		return unaligned();
 	if (strcmp(m, "big") == 0)
 		return big();
 	if (strcmp(m, "ops") == 0)
@@ -156,6 +189,6 @@ int main(int argc, char **argv) {
 		return reserve();
 	if (strcmp(m, "untouched") == 0)
 		return untouched();
-	fprintf(stderr, "usage: progmap big|ops|reserve|untouched\n");
+	fprintf(stderr, "usage: progmap big|ops|reserve|untouched|unaligned\n");
 	return 2;
 }
