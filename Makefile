@@ -15,8 +15,8 @@ build/deps.mk: scripts/setup-deps
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 BUILD   := build
-LIBDIR  := $(shell pkg-config --variable=libdir jemalloc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
-JE_PIC  := $(LIBDIR)/libjemalloc_pic.a
+JE_LIBDIR := $(shell pkg-config --variable=libdir jemalloc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
+JE_PIC  := $(JE_LIBDIR)/libjemalloc_pic.a
 
 HP_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -fPIC -fvisibility=hidden \
 	-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc \
@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold clean
+.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold install uninstall clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -73,7 +73,9 @@ $(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/exports.ma
 
 # The command: the wrapper and the stats reader.
 $(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< \
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
+		-DHP_LIB_FROM_BIN='"../lib/$(MULTIARCH)/hugepreload"' \
+		-DHP_BUILD_DIR='"$(abspath $(BUILD))"' -o $@ $< \
 		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
 
 $(BUILD):
@@ -249,6 +251,48 @@ bench: all $(BENCH_BINS)
 	scripts/bench.py
 bench-quick: all $(BENCH_BINS)
 	scripts/bench.py --quick
+
+# ---- install ------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=PREFIX/lib/MULTIARCH]:
+# the library in LIBDIR/hugepreload (preloaded, not linked by default),
+# the command, the header and hugepreload.pc; installs no packages. The
+# command finds the library from where it is (PREFIX/bin/../lib/...), so
+# LIBDIR must stay PREFIX/lib/MULTIARCH for the wrapper to find it.
+PREFIX     ?= /usr/local
+MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+LIBDIR     ?= $(PREFIX)/lib/$(MULTIARCH)
+BINDIR     ?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
+PKGDIR     ?= $(LIBDIR)/pkgconfig
+VERSION    := $(shell sed -n 's/.*HUGEPRELOAD_VERSION "\(.*\)".*/\1/p' include/hugepreload.h)
+INSTALLED  := $(LIBDIR)/hugepreload/libhugepreload.so $(BINDIR)/hugepreload \
+	$(INCLUDEDIR)/hugepreload.h $(PKGDIR)/hugepreload.pc
+
+# hugepreload.pc is written at install time, for the PREFIX given then.
+install: all
+	install -d $(DESTDIR)$(LIBDIR)/hugepreload $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGDIR)
+	install -m 644 $(BUILD)/libhugepreload.so $(DESTDIR)$(LIBDIR)/hugepreload/
+	install -m 755 $(BUILD)/hugepreload $(DESTDIR)$(BINDIR)/
+	install -m 644 include/hugepreload.h $(DESTDIR)$(INCLUDEDIR)/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)/hugepreload' \
+	    'includedir=$(INCLUDEDIR)' '' 'Name: hugepreload' \
+	    'Description: malloc interposer that places memory on huge pages by policy' \
+	    'Version: $(VERSION)' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lhugepreload' \
+	    'Cflags: -I$${includedir}' > $(DESTDIR)$(PKGDIR)/hugepreload.pc
+	chmod 644 $(DESTDIR)$(PKGDIR)/hugepreload.pc
+
+# Removes what install put there and its own directory; under a DESTDIR,
+# also the directories left empty, up to DESTDIR (never the system's).
+uninstall:
+	rm -f $(INSTALLED:%=$(DESTDIR)%)
+	-rmdir $(DESTDIR)$(LIBDIR)/hugepreload 2>/dev/null
+	@if [ -n "$(DESTDIR)" ]; then \
+	    for d in $(BINDIR) $(INCLUDEDIR) $(PKGDIR) $(LIBDIR); do \
+	        d=$(DESTDIR)$$d; \
+	        while [ "$$d" != "$(DESTDIR)" ] && [ "$$d" != / ] && \
+	            rmdir "$$d" 2>/dev/null; do d=$$(dirname "$$d"); done; \
+	    done; fi
 
 clean:
 	rm -rf $(BUILD)

@@ -19,17 +19,20 @@
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
+#include "hugepreload.h"
 #include "stats_print.h"
 
 static void usage(FILE *f) {
 	fprintf(f,
 	    "usage: hugepreload [--conf K:V,...] [--verbose] -- CMD [ARGS...]\n"
 	    "       hugepreload stat PID [--json|--prometheus] [--watch SECONDS]"
-	    "\n\n"
+	    "\n       hugepreload --version | --help\n\n"
 	    "The first form runs CMD with libhugepreload.so preloaded (before any\n"
 	    "LD_PRELOAD already set) and HUGEPRELOAD_CONF set, and exits with\n"
 	    "CMD's status. --conf items are added after any HUGEPRELOAD_CONF in\n"
-	    "the environment (later items win); --verbose adds verbose:true.\n\n"
+	    "the environment (later items win); --verbose adds verbose:true\n"
+	    "and says which library it preloads: the installed one, the one\n"
+	    "beside this command, or the build tree's, the first found.\n\n"
 	    "stat reads a running program's counters from its memory (a page\n"
 	    "the library keeps, through /proc/PID/mem) without signalling or\n"
 	    "pausing it; as with a debugger, its user and root may read it.\n"
@@ -41,15 +44,37 @@ static void usage(FILE *f) {
 		    hp_conf_help[i][3]);
 }
 
-/* The library beside this binary. */
-static void library_path(char *out, size_t n) {
+#ifndef HP_LIB_FROM_BIN                 /* the Makefile's, for make install */
+#define HP_LIB_FROM_BIN "../lib/hugepreload"
+#endif
+#ifndef HP_BUILD_DIR                    /* the build tree it was built in */
+#define HP_BUILD_DIR "build"
+#endif
+
+/* The library to preload, where it is installed (beside the command's
+ * bin directory: PREFIX/bin and LIBDIR/hugepreload, so DESTDIR and
+ * PREFIX keep working), beside the command, or in the build tree the
+ * command was built in, in that order; *where says which. */
+static bool library_path(char *out, size_t n, const char **where) {
 	char exe[PATH_MAX];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[len > 0 ? len : 0] = '\0';
 	char *slash = strrchr(exe, '/');
 	if (slash)
 		*slash = '\0';
-	snprintf(out, n, "%s/libhugepreload.so", exe);
+	const char *dirs[][2] = {
+	    {exe, "/" HP_LIB_FROM_BIN}, {exe, ""}, {HP_BUILD_DIR, ""}};
+	const char *names[] = {"installed", "beside the command",
+	    "in the build tree"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(out, n, "%s%s/libhugepreload.so", dirs[i][0], dirs[i][1]);
+		*where = names[i];
+		if (access(out, R_OK) == 0)
+			return true;
+	}
+	snprintf(out, n, "%s%s/libhugepreload.so", exe, "/" HP_LIB_FROM_BIN);
+	*where = "installed";
+	return false;
 }
 
 static int run(int argc, char **argv) {
@@ -70,12 +95,16 @@ static int run(int argc, char **argv) {
 		usage(stderr);
 		return 2;
 	}
-	char lib[PATH_MAX + 32], preload[3 * PATH_MAX], hc[8192];
-	library_path(lib, sizeof lib);
-	if (access(lib, R_OK) != 0) {
-		fprintf(stderr, "hugepreload: %s: %s\n", lib, strerror(errno));
+	char lib[PATH_MAX + 64], preload[3 * PATH_MAX], hc[8192];
+	const char *where;
+	if (!library_path(lib, sizeof lib, &where)) {
+		fprintf(stderr, "hugepreload: no libhugepreload.so installed, "
+		    "beside the command or in %s (%s: %s)\n", HP_BUILD_DIR, lib,
+		    strerror(errno));
 		return 127;
 	}
+	if (verbose)
+		fprintf(stderr, "hugepreload: library %s (%s)\n", lib, where);
 	const char *old = getenv("LD_PRELOAD");
 	snprintf(preload, sizeof preload, "%s%s%s", lib, old && *old ? " " : "",
 	    old ? old : "");
@@ -327,6 +356,15 @@ int main(int argc, char **argv) {
 	if (argc > 1 && (strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0)) {
 		usage(stdout);
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+		char lib[PATH_MAX + 64];
+		const char *where;
+		bool found = library_path(lib, sizeof lib, &where);
+		printf("hugepreload %s\nlibrary: %s (%s)\n", HUGEPRELOAD_VERSION,
+		    found ? lib : "not found", found ? where : "looked for it "
+		    "installed, beside the command and in the build tree");
 		return 0;
 	}
 	if (argc > 1 && strcmp(argv[1], "stat") == 0)

@@ -425,6 +425,40 @@ Test(wrapper, stat_names_a_bad_argument) {
 	hp_run_free(&r);
 }
 
+Test(wrapper, version_names_the_library) {
+	hp_run_t r = script("$HP --version", NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "hugepreload 0.1.0\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "/libhugepreload.so (beside the command)\n"),
+	    "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* make install into a DESTDIR, with PREFIX=/usr: the files where they
+ * belong, the installed command preloads the installed library and says
+ * so, pkg-config finds it; make uninstall leaves DESTDIR empty. */
+Test(wrapper, install_and_uninstall_leave_nothing) {
+	hp_run_t r = script("R=$B; while [ ! -f $R/Makefile ]; do "
+	    "R=$(dirname $R); done; D=$T/d; mkdir $D; "
+	    "make -s -C $R install DESTDIR=$D PREFIX=/usr >/dev/null && "
+	    "(cd $D && find . -type f | sort) && "
+	    "$D/usr/bin/hugepreload --verbose -- sh -c 'echo \"$LD_PRELOAD\"' "
+	    "2>$T/err && grep -c 'library .*(installed)' $T/err && "
+	    "PKG_CONFIG_PATH=$D/usr/lib/$(gcc -print-multiarch)/pkgconfig "
+	    "pkg-config --cflags --libs hugepreload && "
+	    "make -s -C $R uninstall DESTDIR=$D PREFIX=/usr && "
+	    "echo left=$(ls -A $D | wc -l)", NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	const char *want[] = {"./usr/bin/hugepreload\n",
+	    "./usr/include/hugepreload.h\n",
+	    "/hugepreload/libhugepreload.so\n", "/pkgconfig/hugepreload.pc\n",
+	    "/usr/bin/../lib/", "-L/usr/lib/", "/hugepreload -Wl,-rpath,/usr/lib/",
+	    "-lhugepreload", "left=0\n"};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		cr_assert(strstr(r.out, want[i]), "no %s in:\n%s", want[i], r.out);
+	hp_run_free(&r);
+}
+
 Test(wrapper, help_lists_every_key) {
 	hp_run_t r = script("$HP --help", NULL);
 	cr_assert_eq(r.code, 0);
