@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <limits.h>
+#include <unistd.h>
 #include "internal.h"
 
 #define KIB ((size_t)1 << 10)
@@ -58,6 +59,22 @@ void hp_conf_defaults(hp_conf_t *c) {
 	c->mmap_threshold = HP_MMAP_DEFAULT;
 	c->lifetime_record[0] = '\0';
 	c->lifetime_profile[0] = '\0';
+}
+
+/* A path of the policy (lifetime_record, stats_file) with "%p" made the
+ * process id: one file per process of a service tree. */
+void hp_conf_path(const char *path, char *out, size_t n) {
+	size_t o = 0;
+	for (const char *c = path; *c && o + 1 < n; c++) {
+		if (c[0] == '%' && c[1] == 'p') {
+			int w = snprintf(out + o, n - o, "%d", (int)getpid());
+			o = w > 0 && (size_t)w < n - o ? o + (size_t)w : n - 1;
+			c++;
+		} else {
+			out[o++] = *c;
+		}
+	}
+	out[o] = '\0';
 }
 
 /* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
@@ -376,7 +393,8 @@ const char *const hp_conf_help[][4] = {
     {"stats_print", "true|false", "false", "print the counters at exit"},
     {"stats_format", "text|json|prometheus", "text",
      "format of the counters printed at exit"},
-    {"stats_file", "a path", "stderr", "where the counters go at exit"},
+    {"stats_file", "a path", "stderr", "where the counters go at exit; %p "
+     "becomes the process id"},
     {"stats_live", "true|false", "true", "keep the counters where "
      "\"hugepreload stat PID\" reads them (a page of the process's memory)"},
     {"verbose", "true|false", "false",

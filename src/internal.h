@@ -43,6 +43,8 @@ typedef void (*hp_conf_item_t)(void *ctx, const char *k, size_t klen,
 void hp_conf_each(const char *s, hp_conf_item_t item, void (*bad)(void *ctx,
     const char *it, size_t len), void *ctx);
 bool hp_parse_size(const char *s, size_t len, size_t *out);
+/* path with "%p" made the process id, into out (n bytes). */
+void hp_conf_path(const char *path, char *out, size_t n);
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
 extern const char *const hp_conf_help[][4];   /* key, values, default, help */
 

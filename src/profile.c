@@ -137,24 +137,9 @@ static bool site_line(const hp_site_t *s, char *buf, size_t cap, size_t *len) {
 	return ok && put(buf, len, cap, "\n");
 }
 
-/* "%p" in the path becomes the process id (one profile per process). */
-static void expand(const char *path, char *out, size_t n) {
-	size_t o = 0;
-	for (const char *c = path; *c && o + 1 < n; c++) {
-		if (c[0] == '%' && c[1] == 'p') {
-			int w = snprintf(out + o, n - o, "%d", (int)getpid());
-			o = w > 0 && (size_t)w < n - o ? o + (size_t)w : n - 1;
-			c++;
-		} else {
-			out[o++] = *c;
-		}
-	}
-	out[o] = '\0';
-}
-
 bool hp_profile_write(const char *where) {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
-	expand(where, path, sizeof path);
+	hp_conf_path(where, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	int fd = hp_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 	if (fd < 0) {

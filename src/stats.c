@@ -370,12 +370,14 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 	hp_stats_refresh(false);
 	if (hp_conf.stats_print) {
 		int fd = STDERR_FILENO;
+		char path[sizeof hp_conf.stats_file + 24];
+		hp_conf_path(hp_conf.stats_file, path, sizeof path);
 		if (hp_conf.stats_file[0] != '\0')
-			fd = hp_open(hp_conf.stats_file, O_WRONLY | O_CREAT |
+			fd = hp_open(path, O_WRONLY | O_CREAT |
 			    O_TRUNC, 0644);
 		if (fd < 0) {
-			hp_log("could not open stats_file %s (%s)",
-			    hp_conf.stats_file, hp_strerror(errno));
+			hp_log("could not open stats_file %s (%s)", path,
+			    hp_strerror(errno));
 		} else {
 			hp_stats_meta_t m = {true, 0, false, 0, 0, 0, 0, 0};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,

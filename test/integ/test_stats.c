@@ -425,6 +425,20 @@ Test(wrapper, stat_names_a_bad_argument) {
 	hp_run_free(&r);
 }
 
+/* stats_file with %p: one file per process of a tree, each its own. */
+Test(stats, stats_file_per_process) {
+	hp_run_t r = script("LD_PRELOAD=${B}libhugepreload.so "
+	    "HUGEPRELOAD_CONF=stats_print:true,stats_file:$T/s.%p "
+	    "sh -c 'for i in 1 2 3; do '${B}place_large' 8 > /dev/null & done; "
+	    "wait'; n=0; for f in $T/s.*; do p=${f##*.}; "
+	    "grep -q \"^hugepreload stats: pid $p\" $f && n=$((n + 1)); done; "
+	    "echo own=$n; echo files=$(ls $T | grep -c '^s\\.')", NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_geq(hp_kv(&r, "files"), 3, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "own"), hp_kv(&r, "files"), "%s", r.out);
+	hp_run_free(&r);
+}
+
 Test(wrapper, version_names_the_library) {
 	hp_run_t r = script("$HP --version", NULL);
 	cr_assert_eq(r.code, 0, "%s", r.err);
