@@ -82,7 +82,7 @@ void hp_region_scan(hp_arena_stats_t *a);
 typedef struct {
 	uint64_t held[HP_SUBWORDS];   /* 4 KiB parts jemalloc holds */
 	uint16_t nheld;
-	bool mapped, may_be_huge;     /* THP not split, or hugetlb */
+	bool may_be_huge;             /* THP not split, or hugetlb */
 } hp_page_view_t;
 uintptr_t hp_region_mapped_end(void);
 /* Views of the pages first + i, i each bit of pages (at most 64). */

@@ -569,7 +569,6 @@ void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
 		uintptr_t hp = first + ((uintptr_t)i << HP_HUGE_SHIFT);
 		const hp_hpage_t *pg = page_of(hp);
 		bool carved = hp < hp_region.carved_end;
-		v[i].mapped = pg->map != HP_MAP_NONE;
 		v[i].may_be_huge = whole_resident(pg);
 		v[i].nheld = carved ? HP_SUBPAGES - pg->nreleased : 0;
 		for (unsigned w = 0; w < HP_SUBWORDS; w++)
