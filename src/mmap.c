@@ -6,8 +6,7 @@
  * exports mmap, mmap64, munmap, mremap, mprotect and madvise; every call
  * does exactly what the kernel's does, and for the program's anonymous
  * private mappings of at least mmap_threshold bytes (no MAP_FIXED,
- * MAP_SHARED, MAP_HUGETLB, MAP_STACK or MAP_GROWSDOWN) two
- * things more:
+ * MAP_HUGETLB, MAP_STACK or MAP_GROWSDOWN) two things more:
  *  - with no address hinted, the mapping is placed 2 MiB-aligned: mapped
  *    2 MiB larger, with the unaligned head and tail unmapped again
  *    (address space only; nothing is mapped over memory the library does
@@ -19,6 +18,13 @@
  * with mprotect keeps the advice (it is the area's), and a mmap(MAP_FIXED)
  * inside it, which makes a new area without the advice, is advised again.
  * hugetlbfs is never used here: the program may unmap 4 KiB pieces.
+ *
+ * Anonymous MAP_SHARED mappings of that size (Python's mmap.mmap(-1, n)
+ * by default) are shared memory: advised MADV_HUGEPAGE only. The kernel
+ * places them itself, 2 MiB-aligned in the shared-memory object too, when
+ * shmem THP can back them (shmem_enabled "advise" and up); trimming an
+ * over-mapping would misalign the object's offsets, so it is not done.
+ * File mappings, MAP_SHARED of a file included, are left alone.
  *
  * The library's own mappings and the embedded jemalloc's go to the kernel
  * directly (os.c), never through these. Calls made before start-up
@@ -93,14 +99,25 @@ static bool reserved(uintptr_t s, uintptr_t e) {
 	return in;
 }
 
-static bool eligible(void *addr, size_t len, int flags, int fd) {
+/* An anonymous mapping of at least mmap_threshold bytes that the library
+ * may advise: not placed by the program (MAP_FIXED), not already huge, no
+ * stack. An unaligned offset is the kernel's EINVAL, as asked. */
+static bool eligible(size_t len, int flags, off_t off) {
 	size_t threshold = __atomic_load_n(&hp_mmap_threshold,
 	    __ATOMIC_RELAXED);
-	(void)fd, (void)addr;              /* fd: ignored with MAP_ANONYMOUS */
-	return len >= threshold &&
-	    (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE &&
+	return len >= threshold && (flags & MAP_ANONYMOUS) &&
+	    (off & (HP_PAGE - 1)) == 0 &&
 	    !(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_HUGETLB |
 	    MAP_STACK | MAP_GROWSDOWN));
+}
+
+static bool private(int flags) {
+	return (flags & MAP_TYPE) == MAP_PRIVATE;
+}
+
+static bool shared(int flags) {
+	return (flags & MAP_TYPE) == MAP_SHARED ||
+	    (flags & MAP_TYPE) == MAP_SHARED_VALIDATE;
 }
 
 /* Advice, record and counts of the program's new mapping [p, p + len). */
@@ -113,14 +130,16 @@ static void advise(uintptr_t p, size_t len, int prot, int flags) {
 		    MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 	count(&hp_mmap_counts.mappings, 1);
 	count(&hp_mmap_counts.advised_bytes, page_up(len));
+	hp_stats_start_thread();           /* once: counters for stat */
 }
 
 /* The program's mapping at an address it hinted (the JVM asks for its
  * heap where compressed pointers reach): the kernel's placement, kept;
  * advised all the same (its aligned 2 MiB blocks get huge pages). */
-static void *map_hinted(void *addr, size_t len, int prot, int flags) {
+static void *map_hinted(void *addr, size_t len, int prot, int flags,
+    int fd, off_t off) {
 	int saved = errno;
-	void *p = hp_os_mmap(addr, len, prot, flags & ~MAP_POPULATE, -1, 0);
+	void *p = hp_os_mmap(addr, len, prot, flags & ~MAP_POPULATE, fd, off);
 	if (p != MAP_FAILED) {
 		advise((uintptr_t)p, len, prot, flags);
 		errno = saved;
@@ -130,15 +149,16 @@ static void *map_hinted(void *addr, size_t len, int prot, int flags) {
 
 /* The program's mapping, 2 MiB-aligned and advised; errno as the kernel
  * set it on failure, untouched on success. */
-static void *map_huge(size_t len, int prot, int flags) {
+static void *map_huge(size_t len, int prot, int flags, int fd, off_t off) {
 	int saved = errno;
 	size_t span = len + HP_HUGE;
 	void *raw = span < len ? MAP_FAILED : hp_os_mmap(NULL, span, prot,
-	    flags & ~MAP_POPULATE, -1, 0);
+	    flags & ~MAP_POPULATE, fd, off);
 	if (raw == MAP_FAILED) {
-		/* No room for the slack (ulimit -v, a full address space):
-		 * the mapping as asked, unaligned. */
-		void *p = hp_os_mmap(NULL, len, prot, flags, -1, 0);
+		/* No room for the slack (ulimit -v, a full address space), or
+		 * arguments the kernel refuses: the mapping as asked, its
+		 * errno the kernel's. */
+		void *p = hp_os_mmap(NULL, len, prot, flags, fd, off);
 		if (p != MAP_FAILED) {
 			count(&hp_mmap_counts.unaligned, 1);
 			hp_warn_once(&warned_unaligned, "could not place a %zu-byte "
@@ -162,10 +182,19 @@ static void *map_huge(size_t len, int prot, int flags) {
 
 HP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
     off_t off) {
-	if (eligible(addr, len, flags, fd))
-		return addr == NULL ? map_huge(len, prot, flags) :
-		    map_hinted(addr, len, prot, flags);
+	if (eligible(len, flags, off) && private(flags))
+		return addr == NULL ? map_huge(len, prot, flags, fd, off) :
+		    map_hinted(addr, len, prot, flags, fd, off);
 	void *p = hp_os_mmap(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && eligible(len, flags, off) && shared(flags)) {
+		int saved = errno;
+		hp_os_madvise(p, len, MADV_HUGEPAGE);
+		count(&hp_mmap_counts.shared, 1);
+		count(&hp_mmap_counts.shared_bytes, page_up(len));
+		hp_stats_start_thread();
+		errno = saved;
+		return p;
+	}
 	/* Committed with MAP_FIXED inside a reservation advised here: the
 	 * new area is advised too (MAP_SHARED and file mappings excepted). */
 	if (p != MAP_FAILED && (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) &&

@@ -12,8 +12,8 @@
  * Nothing here runs on a fast path: a maintenance thread refreshes the
  * page every second and applies strand_limit; malloc_trim and exit
  * refresh it too. Page and thread come with the first huge-class
- * allocation, so the many short processes that never use the huge class
- * make neither.
+ * allocation or the first of the program's own mappings advised (mmap.c),
+ * so the many short processes that do neither make neither.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -280,11 +280,20 @@ uint64_t hp_stats_heap_resident(void) {
 static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64];
-	snprintf(decay, sizeof decay, "arena.%u.decay", hp_huge_arena());
+	decay[0] = '\0';
 	long ms = hp_conf.maintain_ms;
 	for (;;) {
 		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
 		nanosleep(&t, NULL);
+		/* Started by the program's own mappings (mmap.c) before any
+		 * huge-class allocation: only the counters until there is one. */
+		unsigned huge = hp_huge_arena();
+		if (huge == HP_NO_ARENA) {
+			hp_stats_refresh(false);
+			continue;
+		}
+		if (decay[0] == '\0')
+			snprintf(decay, sizeof decay, "arena.%u.decay", huge);
 		/* Purge what the decay curve says is due, so that free pages
 		 * go back at this pace whatever jemalloc's own thread does. */
 		hp_backing_poll();
@@ -305,7 +314,8 @@ static void *maintain(void *arg) {
 	return NULL;
 }
 
-/* With the huge class's first allocation (see huge.c). */
+/* With the huge class's first allocation (huge.c), or the first of the
+ * program's mappings advised (mmap.c). */
 void hp_stats_start_thread(void) {
 	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
 		return;

@@ -128,6 +128,10 @@ static const field_t pfields[] = {
       "those reservations, advised again."),
     P("unaligned", unaligned, true, "Mappings made as asked, unaligned: no "
       "address space for the alignment."),
+    P("shared", shared, true, "The program's anonymous MAP_SHARED mappings "
+      "(shared memory) advised MADV_HUGEPAGE; the kernel places them, on "
+      "huge pages where shmem_enabled allows."),
+    P("shared_bytes", shared_bytes, true, "Their bytes."),
 };
 
 typedef struct {

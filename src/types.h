@@ -144,6 +144,8 @@ typedef struct {
 	uint64_t reservations;       /* of them, PROT_NONE reservations */
 	uint64_t fixed_advised;      /* MAP_FIXED mappings in those, advised */
 	uint64_t unaligned;          /* mapped as asked: no room to align */
+	uint64_t shared;             /* anonymous MAP_SHARED ones, advised */
+	uint64_t shared_bytes;       /* their bytes */
 } hp_mmap_counts_t;
 
 /* The maintenance thread's passes (stats.c), as of the pass before the
@@ -196,7 +198,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 7
+#define HP_STATS_VERSION 8
 #define HP_STATS_ARENAS  4
 #define HP_STATS_RANGES  128
 typedef struct {

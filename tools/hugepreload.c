@@ -222,10 +222,11 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
 		    strchr(line, ' ')) {
 			in = size && lo >= base && hi <= base + size;
-			/* An anonymous area: no path after the inode. */
-			char path_field[8] = "";
-			anon = sscanf(line, "%*s %*s %*s %*s %*s %7s",
-			    path_field) != 1;
+			/* An anonymous area: no path after the inode, or
+			 * "/dev/zero (deleted)" for shared memory. */
+			char path_field[16] = "";
+			anon = sscanf(line, "%*s %*s %*s %*s %*s %15s",
+			    path_field) != 1 || strcmp(path_field, "/dev/zero") == 0;
 			rss = thp = 0;
 			continue;
 		}
@@ -242,8 +243,9 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 			continue;
 		if (strcmp(key, "Rss:") == 0)
 			rss = (uint64_t)kb << 10;
-		else if (strcmp(key, "AnonHugePages:") == 0)
-			thp = (uint64_t)kb << 10;
+		else if (strcmp(key, "AnonHugePages:") == 0 ||
+		    strcmp(key, "ShmemPmdMapped:") == 0)
+			thp += (uint64_t)kb << 10;
 		if (!in)
 			continue;
 		uint64_t b = (uint64_t)kb << 10;

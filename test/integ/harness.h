@@ -44,5 +44,6 @@ void hp_require_gib_pages(void);
 
 #define THP_ENABLED "/sys/kernel/mm/transparent_hugepage/enabled"
 #define THP_DEFRAG  "/sys/kernel/mm/transparent_hugepage/defrag"
+#define THP_SHMEM   "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
 #endif

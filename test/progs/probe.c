@@ -28,6 +28,8 @@ size_t probe_vmas(probe_vma_t **out) {
 			cur->rss_kb = kb;
 		} else if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
 			cur->anon_huge_kb = kb;
+		} else if (sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1) {
+			cur->shmem_pmd_kb = kb;
 		} else if (sscanf(line, "Private_Hugetlb: %ld kB", &kb) == 1 ||
 		    sscanf(line, "Shared_Hugetlb: %ld kB", &kb) == 1) {
 			/* The kernel files a private page under Shared when it

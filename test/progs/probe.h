@@ -10,6 +10,7 @@
 typedef struct {
 	uintptr_t start, end;
 	long rss_kb, anon_huge_kb, private_hugetlb_kb, kernel_page_kb;
+	long shmem_pmd_kb;           /* shared memory on huge pages */
 	char vmflags[128];
 } probe_vma_t;
 

@@ -1,16 +1,23 @@
 /* The program's own mmap calls, as a test sees them (mmap.c).
- * usage: progmap big|ops|reserve|untouched|unaligned
+ * usage: progmap big|ops|reserve|untouched|shared|hold|errors|unaligned
  *   big        256 MiB anonymous mapping, written: its share on huge pages
  *   ops        munmap, mremap, mprotect and MADV_DONTNEED of parts of a
  *              64 MiB mapping: every result, errno and byte checked; the
  *              output is the same with and without the library
  *   reserve    a 512 MiB PROT_NONE reservation, 64 MiB committed with
  *              mprotect, and another 64 MiB with mmap(MAP_FIXED), written
- *   untouched  a file mapping, a MAP_SHARED one and a 1 MiB one: no advice
+ *   untouched  a private and a MAP_SHARED file mapping and a 1 MiB
+ *              anonymous one: no advice
+ *   shared     256 MiB anonymous MAP_SHARED (shared memory), written
+ *   hold       256 MiB private and 256 MiB shared, written; prints pid=
+ *              and child= and waits for a signal (hugepreload stat)
+ *   errors     a table of calls the kernel refuses: result and errno of
+ *              each, the same with and without the library
  *   unaligned  no address space for the alignment's slack: mapped as asked
  * prints key=value lines */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "probe.h"
 
@@ -29,7 +37,7 @@ static void report(const char *what, void *p, size_t len) {
 	probe_vma_t *v;
 	size_t n = probe_vmas(&v);
 	const probe_vma_t *m = probe_find(v, n, p);
-	long huge = m ? m->anon_huge_kb : 0;
+	long huge = m ? m->anon_huge_kb + m->shmem_pmd_kb : 0;
 	printf("%s_huge_pct=%ld\n%s_hg=%d\n%s_aligned=%d\n", what,
 	    huge * 1024 * 100 / (long)len, what, m && probe_has_flag(m, "hg"),
 	    what, ((uintptr_t)p & (2 * MIB - 1)) == 0);
@@ -128,13 +136,12 @@ static int reserve(void) {
 static int untouched(void) {
 	char path[] = "/tmp/progmap.XXXXXX";
 	int fd = mkstemp(path);
-	size_t len = 8 * MIB;
+	size_t len = 16 * MIB;
 	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
 		return 1;
 	unlink(path);
 	char *f = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	char *s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED |
-	    MAP_ANONYMOUS, -1, 0);
+	char *s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	char *small = mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS, -1, 0);
 	if (f == MAP_FAILED || s == MAP_FAILED || small == MAP_FAILED)
@@ -143,8 +150,102 @@ static int untouched(void) {
 	memset(s, 1, len);
 	memset(small, 1, MIB);
 	report("file", f, len);
-	report("shared", s, len);
+	report("shared_file", s, len);
 	report("small", small, MIB);
+	return 0;
+}
+
+static int shared(void) {
+	size_t len = 256 * MIB;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	memset(p, 1, len);
+	report("shared", p, len);
+	/* Still shared memory: a child's write is seen here. */
+	pid_t c = fork();
+	if (c == 0) {
+		p[len / 2] = 42;
+		_exit(0);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	printf("shared_by_child=%d\n", p[len / 2] == 42);
+	return 0;
+}
+
+static int hold(void) {
+	size_t len = 256 * MIB;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0);
+	char *s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || s == MAP_FAILED)
+		return 1;
+	memset(p, 1, len);
+	memset(s, 1, len);
+	printf("pid=%d\nchild=%d\n", (int)getpid(), (int)getpid());
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+/* One refused call: its result (1 failed, 0 succeeded) and errno. */
+static void refused(const char *name, bool failed) {
+	printf("%s=%d errno=%d\n", name, failed, failed ? errno : 0);
+	errno = 0;
+}
+
+/* Calls the kernel refuses, most at sizes the library would place (64
+ * MiB, above mmap_threshold): each must fail with the kernel's errno. */
+static int errors(void) {
+	size_t len = 64 * MIB;
+	int rw = PROT_READ | PROT_WRITE, ap = MAP_PRIVATE | MAP_ANONYMOUS;
+	char path[] = "/tmp/progmap.XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0 || ftruncate(fd, (off_t)len) != 0)
+		return 1;
+	unlink(path);
+	int ro = open("/proc/self/exe", O_RDONLY), dir = open("/", O_RDONLY);
+	char *p = mmap(NULL, len, rw, ap, -1, 0);
+	if (p == MAP_FAILED || ro < 0 || dir < 0)
+		return 2;
+	errno = 0;
+	refused("zero_length", mmap(NULL, 0, rw, ap, -1, 0) == MAP_FAILED);
+	refused("neither_private_nor_shared", mmap(NULL, len, rw,
+	    MAP_ANONYMOUS, -1, 0) == MAP_FAILED);
+	refused("unknown_flag_validated", mmap(NULL, len, rw,
+	    MAP_SHARED_VALIDATE | MAP_ANONYMOUS | 0x40000000, -1, 0) ==
+	    MAP_FAILED);
+	refused("bad_fd", mmap(NULL, len, rw, MAP_PRIVATE, 1000, 0) ==
+	    MAP_FAILED);
+	refused("unaligned_offset_file", mmap(NULL, len, rw, MAP_PRIVATE, fd,
+	    1) == MAP_FAILED);
+	refused("unaligned_offset_anonymous", mmap(NULL, len, rw, ap, -1,
+	    100) == MAP_FAILED);
+	refused("fixed_unaligned_address", mmap(p + 1, len, rw, ap |
+	    MAP_FIXED, -1, 0) == MAP_FAILED);
+	refused("fixed_noreplace_taken", mmap(p, len, rw, ap |
+	    MAP_FIXED_NOREPLACE, -1, 0) == MAP_FAILED);
+	refused("length_too_large", mmap(NULL, (size_t)1 << 62, rw, ap, -1,
+	    0) == MAP_FAILED);
+	refused("length_wraps", mmap(NULL, SIZE_MAX - 4095, rw, ap, -1, 0) ==
+	    MAP_FAILED);
+	refused("hugetlb_unsupported_size", mmap(NULL, len, rw, ap |
+	    MAP_HUGETLB | (25 << MAP_HUGE_SHIFT), -1, 0) == MAP_FAILED);
+	refused("shared_write_readonly_fd", mmap(NULL, len, rw, MAP_SHARED, ro,
+	    0) == MAP_FAILED);
+	refused("directory_fd", mmap(NULL, len, PROT_READ, MAP_PRIVATE, dir,
+	    0) == MAP_FAILED);
+	refused("munmap_zero_length", munmap(p, 0) != 0);
+	refused("mprotect_unknown_prot", mprotect(p, len, 0x1000) != 0);
+	refused("mremap_to_zero", mremap(p, len, 0, MREMAP_MAYMOVE) ==
+	    MAP_FAILED);
+	refused("mremap_fixed_without_maymove", mremap(p, len, 2 * len,
+	    MREMAP_FIXED, p + 4 * len) == MAP_FAILED);
+	refused("madvise_unknown_advice", madvise(p, len, 9999) != 0);
+	refused("madvise_unaligned", madvise(p + 1, len, MADV_DONTNEED) != 0);
 	return 0;
 }
 
@@ -189,6 +290,13 @@ int main(int argc, char **argv) {
 		return reserve();
 	if (strcmp(m, "untouched") == 0)
 		return untouched();
-	fprintf(stderr, "usage: progmap big|ops|reserve|untouched|unaligned\n");
+	if (strcmp(m, "shared") == 0)
+		return shared();
+	if (strcmp(m, "errors") == 0)
+		return errors();
+	if (strcmp(m, "hold") == 0)
+		return hold();
+	fprintf(stderr, "usage: progmap big|ops|reserve|untouched|shared|"
+	    "hold|errors|unaligned\n");
 	return 2;
 }
