@@ -248,8 +248,10 @@ $(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
 
 BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap
 bench: all $(BENCH_BINS)
+	scripts/setup-deps numpy
 	scripts/bench.py
 bench-quick: all $(BENCH_BINS)
+	scripts/setup-deps numpy
 	scripts/bench.py --quick
 
 # ---- install ------------------------------------------------------------

@@ -1,14 +1,19 @@
 /*
  * Dependent-load chase: a random cyclic permutation of 64 B cells through
- * one large malloc, beside a population of small objects; prints the time
+ * one large block, beside a population of small objects; prints the time
  * per load and where both kinds of memory were placed.
- * usage: chase [MiB] [loads in millions] [small objects]
+ * usage: chase [MiB] [loads in millions] [small objects] [HOW]
+ *   HOW  malloc        the block from malloc (W2; the default)
+ *        mmap          the program's own anonymous private mmap (W7)
+ *        mmap-advised  the same, advised MADV_HUGEPAGE by the program
+ *                      itself before the first write: W7's control
  */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "probe.h"
 
@@ -60,9 +65,30 @@ int main(int argc, char **argv) {
 	long loads = (argc > 2 ? atol(argv[2]) : 20) * 1000000L;
 	size_t nsmall = argc > 3 ? (size_t)atol(argv[3]) : 200000;
 
+	const char *how = argc > 4 ? argv[4] : "malloc";
+
 	double t0 = now();
 	size_t n = bytes / sizeof(cell_t);
-	cell_t *c = malloc(n * sizeof *c);
+	cell_t *c;
+	if (strcmp(how, "malloc") == 0) {
+		c = malloc(n * sizeof *c);
+	} else if (strcmp(how, "mmap") == 0 || strcmp(how, "mmap-advised") ==
+	    0) {
+		c = mmap(NULL, n * sizeof *c, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (c == MAP_FAILED)
+			c = NULL;
+		else if (how[4] == '-' && madvise(c, n * sizeof *c,
+		    MADV_HUGEPAGE) != 0)
+			perror("madvise");
+	} else {
+		fprintf(stderr, "chase: HOW is malloc, mmap or mmap-advised\n");
+		return 2;
+	}
+	if (c == NULL) {
+		perror("chase");
+		return 1;
+	}
 	/* Sattolo: one cycle through every cell, in random order. */
 	for (size_t i = 0; i < n; i++)
 		c[i].next = &c[i];

@@ -52,3 +52,9 @@ print(f"ns_per_access={ns / (iters * len(view)):.3f}")
 print(f"buffer_rss_kb={rss}")
 print(f"buffer_huge_kb={huge}")
 print(f"checksum={s}")
+# For the benchmark runner: the buffer's share on huge pages, and the
+# process's peak resident memory.
+print(f"huge_kb={huge}")
+for line in open("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+        print(f"peak_kb={line.split()[1]}")

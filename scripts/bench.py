@@ -31,6 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
 LIB = "/usr/lib/x86_64-linux-gnu/"
 POOL = "/proc/sys/vm/nr_hugepages"
+PY = "/usr/bin/python3"                  # Debian's, with numpy
+STRIDE = os.path.join(ROOT, "bench", "stride.py")
 
 # name -> (environment, hugetlbfs pages to reserve (MiB of the largest
 # workload / 2 is decided per workload), description)
@@ -103,7 +105,7 @@ UNTIMED = EXACT | set(CONCURRENT)
 # The set-up figure shown beside the main one (first-touch faults are slow
 # on this VM, so W1-W3 report the hot phase as the main figure).
 SETUP = {"W1": "reserve_s", "W1l": "insert_s", "W2": "setup_s",
-         "W3": "setup_s"}
+         "W3": "setup_s", "W7": "setup_s"}
 
 # name -> (argv, main figure, unit, pool MiB, quick argv)
 WORKLOADS = {
@@ -130,6 +132,25 @@ WORKLOADS = {
              ["workloads", "churn", "1"]),
     "W6": (["workloads", "reuse", "2000", "5", "25", "20"], "time_s", "s",
            600, ["workloads", "reuse", "400", "5", "25", "20"]),
+    # The program's own memory, never seen by malloc: W2's chase through
+    # a 4 GiB anonymous mmap of its own (issue 15). Pool as W2's: the
+    # pool configurations show that a pool does not reach it.
+    "W7": (["chase", "4096", "20", "0", "mmap"], "ns_per_load", "ns/load",
+           4200, ["chase", "512", "5", "0", "mmap"]),
+    # The textbook chapter's stride demo (Debian's python3 and numpy, a
+    # 1 GiB buffer from Python's mmap module, one byte read per 4 KiB
+    # page, 100 passes), timed without perf.
+    "W8": ([PY, STRIDE, "plain", "1024", "100"], "ns_per_access",
+           "ns/access", 0, [PY, STRIDE, "plain", "256", "100"]),
+}
+
+# The control of a workload whose memory no malloc setting reaches: the
+# program advises it by hand (argv instead of the workload's own).
+CONTROL_ARGV = {
+    "W7": (["chase", "4096", "20", "0", "mmap-advised"],
+           ["chase", "512", "5", "0", "mmap-advised"]),
+    "W8": ([PY, STRIDE, "advised", "1024", "100"],
+           [PY, STRIDE, "advised", "256", "100"]),
 }
 
 
@@ -164,8 +185,11 @@ def callgrind(argv, env, ops):
 def run_one(config, workload, quick):
     env_add, pool, _ = CONFIGS[config]
     argv, main, _, pool_mib, qargv = WORKLOADS[workload]
+    if config == "control" and workload in CONTROL_ARGV:
+        argv, qargv = CONTROL_ARGV[workload]
     argv = list(qargv if quick else argv)
-    argv[0] = os.path.join(BUILD, argv[0])
+    if not os.path.isabs(argv[0]):
+        argv[0] = os.path.join(BUILD, argv[0])
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_PRELOAD", "MALLOC_CONF", "GLIBC_TUNABLES",
                         "HUGEPRELOAD_CONF", "MIMALLOC_LARGE_OS_PAGES")}
@@ -191,7 +215,8 @@ def run_one(config, workload, quick):
         if old_pool is not None:
             knob(POOL, old_pool)
     if out.returncode != 0:
-        return {"error": f"exit {out.returncode}: {out.stderr[-300:]}"}
+        return {"error": f"exit {out.returncode}: " +
+                " ".join(out.stderr[-300:].split())}
     res = {}
     for line in out.stdout.splitlines():
         k, _, v = line.partition("=")
@@ -338,7 +363,8 @@ def report(results, outdir, runs, quick, load):
              "pages (AnonHugePages plus hugetlbfs) at that moment; set-up: "
              "median seconds of the allocation phase, before the timed one. "
              "Control: glibc with every heap and mapping hand-advised "
-             "(MADV_HUGEPAGE, glibc.malloc.hugetlb=1), as much on huge pages "
+             "(MADV_HUGEPAGE, glibc.malloc.hugetlb=1; in W7 and W8 the "
+             "program advises its own mapping), as much on huge pages "
              "as the host gives; its gain over glibc is the host's limit, "
              "and \"share\" is the part of that gain a configuration got "
              "(1.00 all of it, above 1 more; n/a where the host gains less "
@@ -347,7 +373,7 @@ def report(results, outdir, runs, quick, load):
     if timed:
         lines += ["## The host's gain and hugepreload's share of it", "",
                   "| workload | glibc | control | host gain | hugepreload | "
-                  "share |", "|---|---|---|---|---|---|"]
+                  "share | vs control |", "|---|---|---|---|---|---|---|"]
         for w in timed:
             g, c = rows[w].get("glibc", {}), rows[w]["control"]
             h = rows[w].get("hugepreload", {})
@@ -358,7 +384,9 @@ def report(results, outdir, runs, quick, load):
             lines.append(
                 f"| {w} ({WORKLOADS[w][2]}) | {g['median']:.2f} | "
                 f"{c['median']:.2f} | {g['median'] / c['median']:.2f}x | "
-                f"{hp} | {'n/a' if share is None else f'{share:.2f}'} |")
+                f"{hp} | {'n/a' if share is None else f'{share:.2f}'} | "
+                f"{h['median'] / c['median']:.3f}x |" if "median" in h else
+                f"{hp} | n/a | |")
         lines.append("")
     for w, per in rows.items():
         unit = WORKLOADS[w][2]
