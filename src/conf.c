@@ -3,6 +3,7 @@
  * MALLOC_CONF. Every problem is reported once through rep() and the
  * default is kept; nothing here allocates or can fail the host program.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <limits.h>
@@ -37,29 +38,6 @@
 #define HP_MMAP_MAX           TIB
 
 static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
-
-void hp_conf_defaults(hp_conf_t *c) {
-	c->large_threshold = HP_THRESHOLD_DEFAULT;
-	c->backing = HP_BACKING_AUTO;
-	c->hugetlb_page = HP_HUGE;
-	c->collapse = false;
-	c->verbose = false;
-	c->decay_ms = HP_DECAY_DEFAULT;
-	c->reserve = HP_RESERVE_DEFAULT;
-	c->stats_print = false;
-	c->stats_format = HP_FMT_TEXT;
-	c->stats_file[0] = '\0';
-	c->stats_live = true;
-	c->strand_limit = HP_STRAND_DEFAULT_PCT;
-	c->strand_pct = true;
-	c->lifetime = HP_LIFETIME_LEARN;
-	c->lifetime_sample = HP_LSAMPLE_DEFAULT;
-	c->lifetime_ms = HP_LMS_DEFAULT;
-	c->maintain_ms = HP_MAINT_DEFAULT;
-	c->mmap_threshold = HP_MMAP_DEFAULT;
-	c->lifetime_record[0] = '\0';
-	c->lifetime_profile[0] = '\0';
-}
 
 /* A path of the policy (lifetime_record, stats_file) with "%p" made the
  * process id: one file per process of a service tree. */
@@ -165,10 +143,6 @@ static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
 		rep(ctx, msg);
 }
 
-#define BAD(dflt) report(rep, ctx, \
-    "bad value '%.*s' for %.*s in HUGEPRELOAD_CONF; using the default %s", \
-    (int)vlen, v, (int)klen, k, dflt)
-
 /* A size in [min, max] into *out; false (and *out untouched) if not. */
 static bool size_in(const char *v, size_t vlen, size_t min, size_t max,
     size_t *out) {
@@ -179,112 +153,174 @@ static bool size_in(const char *v, size_t vlen, size_t min, size_t max,
 	return true;
 }
 
-static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
-    size_t vlen, hp_conf_report_t rep, void *ctx) {
-	if (is(k, klen, "large_threshold")) {
-		if (!size_in(v, vlen, HP_THRESHOLD_MIN, HP_THRESHOLD_MAX,
-		    &c->large_threshold))
-			BAD("1m (range 16k..1t)");
-	} else if (is(k, klen, "backing")) {
-		int b = word(v, vlen, backing_names);
-		if (b >= 0)
-			c->backing = (hp_backing_t)b;
-		else
-			BAD("auto (auto|hugetlb|thp|none)");
-	} else if (is(k, klen, "hugetlb_size")) {
-		if (is(v, vlen, "2m"))
-			c->hugetlb_page = HP_HUGE;
-		else if (is(v, vlen, "1g"))
-			c->hugetlb_page = HP_GIB;
-		else
-			BAD("2m (2m|1g)");
-	} else if (is(k, klen, "collapse")) {
-		if (!boolean(v, vlen, &c->collapse))
-			BAD("false (true|false)");
-	} else if (is(k, klen, "verbose")) {
-		if (!boolean(v, vlen, &c->verbose))
-			BAD("false (true|false)");
-	} else if (is(k, klen, "decay_ms")) {
-		long n;
-		if (parse_long(v, vlen, &n) && n >= -1 && n <= HP_DECAY_MAX)
-			c->decay_ms = n;
-		else
-			BAD("5000 (-1 never, 0..3600000)");
-	} else if (is(k, klen, "stats_print")) {
-		if (!boolean(v, vlen, &c->stats_print))
-			BAD("false (true|false)");
-	} else if (is(k, klen, "stats_format")) {
-		int f = word(v, vlen, format_names);
-		if (f >= 0)
-			c->stats_format = f;
-		else
-			BAD("text (text|json|prometheus)");
-	} else if (is(k, klen, "stats_file")) {
-		if (!path(v, vlen, c->stats_file, sizeof c->stats_file))
-			BAD("stderr (a path)");
-	} else if (is(k, klen, "stats_live")) {
-		if (!boolean(v, vlen, &c->stats_live))
-			BAD("true (true|false)");
-	} else if (is(k, klen, "stats_dir")) {
-		report(rep, ctx, "stats_dir in HUGEPRELOAD_CONF is gone: live "
-		    "counters are in the process's memory (stats_live:false turns "
-		    "them off); ignored");
-	} else if (is(k, klen, "strand_limit")) {
-		size_t n;
+/*
+ * The keys: one table drives the parser, the defaults (each default is
+ * parsed from its text here), "hugepreload --help", hugepreload(7) and
+ * docs/reference.md (tools/gendoc.c), so none of them can drift.
+ */
+typedef enum {
+	K_SIZE,          /* size_t, bytes with k/m/g/t, in [min, max] */
+	K_SIZE_OFF,      /* the same, or "off" (SIZE_MAX) */
+	K_LONG,          /* long, in [min, max] */
+	K_BOOL,          /* true|false */
+	K_WORD,          /* int: the index of the value in words */
+	K_PAGE,          /* size_t: 2m (HP_HUGE) or 1g (HP_GIB) */
+	K_STRAND,        /* strand_limit and strand_pct: bytes or 0%..100% */
+	K_PATH,          /* char[256], "" when unset */
+} kind_t;
+
+#define O(name, kind, member, min, max, words, values, dflt, shown, help) \
+	{name, kind, offsetof(hp_conf_t, member), min, max, words, values, \
+	 dflt, shown, help}
+const hp_option_t hp_options[] = {
+    O("large_threshold", K_SIZE, large_threshold, HP_THRESHOLD_MIN,
+      HP_THRESHOLD_MAX, NULL, "bytes (k/m/g/t), 16k..1t", "1m", "1m",
+      "requests of at least this size go to the huge class"),
+    O("backing", K_WORD, backing, 0, 0, backing_names,
+      "auto|hugetlb|thp|none", "auto", "auto", "where the backing chain "
+      "hugetlb pool -> THP -> 4 KiB starts; hugetlb warns when the pool is "
+      "empty; none keeps the huge class on 4 KiB pages"),
+    O("hugetlb_size", K_PAGE, hugetlb_page, 0, 0, NULL, "2m|1g", "2m", "2m",
+      "which hugetlbfs pool"),
+    O("collapse", K_BOOL, collapse, 0, 0, NULL, "true|false", "false",
+      "false", "MADV_COLLAPSE new THP pages when first used"),
+    O("decay_ms", K_LONG, decay_ms, -1, HP_DECAY_MAX, NULL,
+      "-1 (never), 0..3600000", "5000", "5000", "how long free memory "
+      "stays before it goes back to the kernel (both classes)"),
+    O("reserve", K_SIZE, reserve, HP_RESERVE_MIN, HP_RESERVE_MAX, NULL,
+      "bytes, 1g..64t", "1t", "1t",
+      "address space reserved for the huge class"),
+    O("strand_limit", K_STRAND, strand_limit, 0, 100, NULL,
+      "bytes (k/m/g/t), or 0%..100%", "25%", "25%", "stranded bytes "
+      "allowed (free, resident, in huge pages with live data) before the "
+      "emptiest huge pages are split; a share of the huge class's resident "
+      "bytes"),
+    O("lifetime", K_WORD, lifetime, 0, 0, lifetime_names, "off|learn|replay",
+      "learn", "learn", "learn which allocation sites are long-lived from "
+      "sampled call stacks and send their allocations to the huge class "
+      "whatever their size; replay takes the decisions of lifetime_profile "
+      "only"),
+    O("lifetime_sample", K_SIZE, lifetime_sample, HP_LSAMPLE_MIN,
+      HP_LSAMPLE_MAX, NULL, "bytes, 4k..1g", "512k", "512k", "one "
+      "allocation is sampled (unwound) per this many bytes, on average"),
+    O("lifetime_ms", K_LONG, lifetime_ms, 1, HP_LMS_MAX, NULL, "1..3600000",
+      "250", "250", "a sampled object that lives this long is long-lived"),
+    O("lifetime_record", K_PATH, lifetime_record, 0, 0, NULL, "a path", "",
+      "none", "where the site table is written at exit (text, editable); "
+      "%p becomes the process id"),
+    O("lifetime_profile", K_PATH, lifetime_profile, 0, 0, NULL, "a path",
+      "", "none", "a site table loaded at start-up, so placement is right "
+      "from the first allocation"),
+    O("maintain_ms", K_LONG, maintain_ms, HP_MAINT_MIN, HP_MAINT_MAX, NULL,
+      "10..3600000", "1000", "1000", "how often the maintenance thread "
+      "refreshes the live counters, drives the huge class's decay and "
+      "enforces strand_limit"),
+    O("mmap_threshold", K_SIZE_OFF, mmap_threshold, HP_MMAP_MIN,
+      HP_MMAP_MAX, NULL, "bytes, 2m..1t, or off", "8m", "8m", "the "
+      "program's own anonymous mappings of at least this size are advised "
+      "MADV_HUGEPAGE (private ones also placed 2 MiB-aligned); they stay "
+      "ordinary mappings"),
+    O("stats_print", K_BOOL, stats_print, 0, 0, NULL, "true|false", "false",
+      "false", "print the counters at exit"),
+    O("stats_format", K_WORD, stats_format, 0, 0, format_names,
+      "text|json|prometheus", "text", "text",
+      "format of the counters printed at exit"),
+    O("stats_file", K_PATH, stats_file, 0, 0, NULL, "a path", "", "stderr",
+      "where the counters go at exit; %p becomes the process id"),
+    O("stats_live", K_BOOL, stats_live, 0, 0, NULL, "true|false", "true",
+      "true", "keep the counters where \"hugepreload stat PID\" reads them "
+      "(a page of the process's memory)"),
+    O("verbose", K_BOOL, verbose, 0, 0, NULL, "true|false", "false", "false",
+      "one start-up line with the policy and the backing available"),
+    {NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
+
+HP_STATIC_ASSERT(sizeof ((hp_conf_t *)0)->stats_file ==
+    sizeof ((hp_conf_t *)0)->lifetime_record &&
+    sizeof ((hp_conf_t *)0)->stats_file ==
+    sizeof ((hp_conf_t *)0)->lifetime_profile, "one size for every path");
+
+/* The value v of option o into c; false (and c untouched) if it is not
+ * one of the option's values. */
+static bool set_value(hp_conf_t *c, const hp_option_t *o, const char *v,
+    size_t vlen) {
+	char *f = (char *)c + o->offset;
+	size_t n;
+	long l;
+	int w;
+	switch ((kind_t)o->kind) {
+	case K_SIZE_OFF:
+		if (is(v, vlen, "off")) {
+			*(size_t *)f = SIZE_MAX;
+			return true;
+		}
+		/* fall through */
+	case K_SIZE:
+		return size_in(v, vlen, (size_t)o->min, (size_t)o->max,
+		    (size_t *)f);
+	case K_LONG:
+		if (!parse_long(v, vlen, &l) || l < o->min || l > o->max)
+			return false;
+		*(long *)f = l;
+		return true;
+	case K_BOOL:
+		return boolean(v, vlen, (bool *)f);
+	case K_WORD:
+		if ((w = word(v, vlen, o->words)) < 0)
+			return false;
+		*(int *)f = w;
+		return true;
+	case K_PAGE:
+		if (!is(v, vlen, "2m") && !is(v, vlen, "1g"))
+			return false;
+		*(size_t *)f = v[0] == '2' ? HP_HUGE : HP_GIB;
+		return true;
+	case K_STRAND:
 		if (vlen > 1 && v[vlen - 1] == '%' &&
 		    hp_parse_size(v, vlen - 1, &n) && n <= 100 &&
 		    v[vlen - 2] >= '0' && v[vlen - 2] <= '9') {
-			c->strand_limit = n;
 			c->strand_pct = true;
 		} else if (hp_parse_size(v, vlen, &n)) {
-			c->strand_limit = n;
 			c->strand_pct = false;
 		} else {
-			BAD("25% (bytes with k/m/g/t, or 0%..100% of the huge "
-			    "class's resident bytes)");
+			return false;
 		}
-	} else if (is(k, klen, "lifetime")) {
-		int m = word(v, vlen, lifetime_names);
-		if (m >= 0)
-			c->lifetime = m;
-		else
-			BAD("learn (off|learn|replay)");
-	} else if (is(k, klen, "lifetime_sample")) {
-		if (!size_in(v, vlen, HP_LSAMPLE_MIN, HP_LSAMPLE_MAX,
-		    &c->lifetime_sample))
-			BAD("512k (range 4k..1g)");
-	} else if (is(k, klen, "lifetime_ms")) {
-		long n;
-		if (parse_long(v, vlen, &n) && n >= 1 && n <= HP_LMS_MAX)
-			c->lifetime_ms = n;
-		else
-			BAD("250 (1..3600000)");
-	} else if (is(k, klen, "maintain_ms")) {
-		long n;
-		if (parse_long(v, vlen, &n) && n >= HP_MAINT_MIN &&
-		    n <= HP_MAINT_MAX)
-			c->maintain_ms = n;
-		else
-			BAD("1000 (10..3600000)");
-	} else if (is(k, klen, "mmap_threshold")) {
-		if (is(v, vlen, "off"))
-			c->mmap_threshold = SIZE_MAX;
-		else if (!size_in(v, vlen, HP_MMAP_MIN, HP_MMAP_MAX,
-		    &c->mmap_threshold))
-			BAD("8m (range 2m..1t, or off)");
-	} else if (is(k, klen, "lifetime_record")) {
-		if (!path(v, vlen, c->lifetime_record, sizeof c->lifetime_record))
-			BAD("none (a path)");
-	} else if (is(k, klen, "lifetime_profile")) {
-		if (!path(v, vlen, c->lifetime_profile,
-		    sizeof c->lifetime_profile))
-			BAD("none (a path)");
-	} else if (is(k, klen, "reserve")) {
-		if (!size_in(v, vlen, HP_RESERVE_MIN, HP_RESERVE_MAX, &c->reserve))
-			BAD("1t (range 1g..64t)");
-	} else {
+		c->strand_limit = n;
+		return true;
+	case K_PATH:
+		return vlen == 0 ? (*f = '\0', true) :
+		    path(v, vlen, f, sizeof c->stats_file);
+	}
+	return false;
+}
+
+static void set(hp_conf_t *c, const char *k, size_t klen, const char *v,
+    size_t vlen, hp_conf_report_t rep, void *ctx) {
+	for (const hp_option_t *o = hp_options; o->name != NULL; o++) {
+		if (!is(k, klen, o->name))
+			continue;
+		/* An empty path is not a value: "key:" is a mistake. */
+		if ((o->kind == K_PATH && vlen == 0) || !set_value(c, o, v, vlen))
+			report(rep, ctx, "bad value '%.*s' for %s in "
+			    "HUGEPRELOAD_CONF; using the default %s (%s)",
+			    (int)vlen, v, o->name, o->shown, o->values);
+		return;
+	}
+	if (is(k, klen, "stats_dir"))
+		report(rep, ctx, "stats_dir in HUGEPRELOAD_CONF is gone: live "
+		    "counters are in the process's memory (stats_live:false turns "
+		    "them off); ignored");
+	else
 		report(rep, ctx, "unknown key '%.*s' in HUGEPRELOAD_CONF; "
 		    "ignored", (int)klen, k);
+}
+
+/* Every key at its default, parsed from the table's text. */
+void hp_conf_defaults(hp_conf_t *c) {
+	memset(c, 0, sizeof *c);
+	for (const hp_option_t *o = hp_options; o->name != NULL; o++) {
+		bool ok = set_value(c, o, o->dflt, strlen(o->dflt));
+		hp_assert(ok);
+		(void)ok;
 	}
 }
 
@@ -351,52 +387,3 @@ int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
 	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms, mmap_t);
 }
-
-/* Every key, for "hugepreload --help". */
-const char *const hp_conf_help[][4] = {
-    {"large_threshold", "bytes (k/m/g/t), 16k..1t", "1m",
-     "requests of at least this size go to the huge class"},
-    {"backing", "auto|hugetlb|thp|none", "auto", "where the backing chain "
-     "hugetlb pool -> THP -> 4 KiB starts; hugetlb warns when the pool is "
-     "empty; none keeps the huge class on 4 KiB pages"},
-    {"hugetlb_size", "2m|1g", "2m", "which hugetlbfs pool"},
-    {"collapse", "true|false", "false",
-     "MADV_COLLAPSE new THP pages when first used"},
-    {"decay_ms", "-1 (never), 0..3600000", "5000",
-     "how long free memory stays before it goes back to the kernel "
-     "(both classes)"},
-    {"reserve", "bytes, 1g..64t", "1t",
-     "address space reserved for the huge class"},
-    {"strand_limit", "bytes, or 0%..100%", "25%", "stranded bytes allowed "
-     "(free, resident, in huge pages with live data) before the emptiest "
-     "huge pages are split; a share of the huge class's resident bytes"},
-    {"lifetime", "off|learn|replay", "learn", "learn which allocation sites "
-     "are long-lived from sampled call stacks and send their allocations to "
-     "the huge class whatever their size; replay takes the decisions of "
-     "lifetime_profile only"},
-    {"lifetime_sample", "bytes, 4k..1g", "512k",
-     "one allocation is sampled (unwound) per this many bytes, on average"},
-    {"lifetime_ms", "1..3600000", "250",
-     "a sampled object that lives this long is long-lived"},
-    {"lifetime_record", "a path", "none",
-     "where the site table is written at exit (text, editable); %p "
-     "becomes the process id"},
-    {"lifetime_profile", "a path", "none",
-     "a site table loaded at start-up, so placement is right from the "
-     "first allocation"},
-    {"maintain_ms", "10..3600000", "1000", "how often the maintenance "
-     "thread refreshes the live counters, drives the huge class's decay "
-     "and enforces strand_limit"},
-    {"mmap_threshold", "bytes, 2m..1t, or off", "8m", "the program's own "
-     "anonymous private mappings of at least this size are placed 2 MiB-"
-     "aligned and advised MADV_HUGEPAGE; they stay ordinary mappings"},
-    {"stats_print", "true|false", "false", "print the counters at exit"},
-    {"stats_format", "text|json|prometheus", "text",
-     "format of the counters printed at exit"},
-    {"stats_file", "a path", "stderr", "where the counters go at exit; %p "
-     "becomes the process id"},
-    {"stats_live", "true|false", "true", "keep the counters where "
-     "\"hugepreload stat PID\" reads them (a page of the process's memory)"},
-    {"verbose", "true|false", "false",
-     "one start-up line with the policy and the backing available"},
-    {NULL, NULL, NULL, NULL}};

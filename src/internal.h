@@ -46,7 +46,20 @@ bool hp_parse_size(const char *s, size_t len, size_t *out);
 /* path with "%p" made the process id, into out (n bytes). */
 void hp_conf_path(const char *path, char *out, size_t n);
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
-extern const char *const hp_conf_help[][4];   /* key, values, default, help */
+/* One HUGEPRELOAD_CONF key (conf.c): the table that drives the parser,
+ * the defaults, --help, hugepreload(7) and docs/reference.md. */
+typedef struct {
+	const char *name;
+	int kind;                /* conf.c's kind_t */
+	size_t offset;           /* of its field in hp_conf_t */
+	long long min, max;      /* sizes and numbers: the range */
+	const char *const *words;/* words: the values, by index */
+	const char *values;      /* the values, for people */
+	const char *dflt;        /* the default, as a value */
+	const char *shown;       /* the default, for people */
+	const char *help;
+} hp_option_t;
+extern const hp_option_t hp_options[];   /* ends with a NULL name */
 
 /* log.c: one-line messages on stderr, without allocating. */
 void hp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -131,6 +144,7 @@ int hp_os_rename(const char *from, const char *to);
 int hp_os_unlink(const char *path);
 int hp_os_memfd_create(const char *name, unsigned flags);
 int hp_os_ftruncate(int fd, off_t len);
+int hp_os_flock(int fd, int op);
 void *hp_os_sbrk(intptr_t increment);
 int hp_fd_high(int fd);
 int hp_open(const char *path, int flags, int mode);
