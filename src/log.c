@@ -1,15 +1,20 @@
-/* One-line messages on stderr. Formats into a stack buffer and write(2)s
- * it, so it is safe while the allocator itself is starting up. */
+/* One-line messages on stderr, "hugepreload: NAME[PID]: ...", so that
+ * each line of a service tree says which process it is from. Formats into
+ * a stack buffer and write(2)s it, so it is safe while the allocator
+ * itself is starting up. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <unistd.h>
 #include "internal.h"
 
 static void vlog(const char *fmt, va_list ap) {
 	char line[512];
-	int n = snprintf(line, sizeof line, "hugepreload: ");
+	/* glibc sets the name from argv[0] before any constructor runs. */
+	int n = snprintf(line, sizeof line, "hugepreload: %.64s[%d]: ",
+	    program_invocation_short_name, (int)getpid());
 	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	if (m < 0)
 		return;

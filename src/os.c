@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -89,6 +90,10 @@ int hp_os_memfd_create(const char *name, unsigned flags) {
 
 int hp_os_ftruncate(int fd, off_t len) {
 	return ftruncate(fd, len);
+}
+
+int hp_os_flock(int fd, int op) {
+	return flock(fd, op);
 }
 
 /* For the embedded jemalloc's dss (MALLOC_CONF=dss:primary; the library

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
@@ -45,6 +47,13 @@ static hp_stats_t local;               /* the last refresh */
 static hp_lock_t refresh_lock = HP_LOCK_INIT(HP_RANK_REFRESH);
 static bool thread_on;
 static int warned_page;
+static uint64_t start_ns;              /* CLOCK_REALTIME at start, or fork */
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void open_page(void) {
 	if (!hp_conf.stats_live)
@@ -346,6 +355,7 @@ void hp_stats_init(void) {
 	local.version = HP_STATS_VERSION;
 	local.pid = getpid();
 	local.maintenance.interval_ms = (uint64_t)hp_conf.maintain_ms;
+	start_ns = now_ns();
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	collect(&local);
 }
@@ -357,6 +367,7 @@ void hp_stats_atfork_child(void) {
 	thread_on = false;
 	shm = NULL;          /* MADV_DONTFORK: not mapped in the child */
 	local.pid = getpid();
+	start_ns = now_ns();
 	local.maintenance.passes = local.maintenance.region_lock_ns = 0;
 	local.maintenance.region_lock_max_ns = 0;
 }
@@ -372,6 +383,52 @@ static void to_fd(void *ctx, const char *s, size_t n) {
 	}
 }
 
+/* Whether stats_file (open as fd, locked) was written by another process
+ * while this one ran (its mtime is later than this process's start): -1
+ * if not (empty, or left by an earlier run), else how many processes'
+ * counters it holds (the first line each format prints, counted). */
+static int shared_blocks(int fd) {
+	static const char *const first[] = {"hugepreload stats: pid ",
+	    "{\"pid\": ", "hugepreload_info{pid="};
+	struct stat st;
+	if (hp_os_fstat(fd, &st) != 0 || st.st_size == 0 ||
+	    (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+	    (uint64_t)st.st_mtim.tv_nsec < start_ns)
+		return -1;
+	int n = 0;
+	const char *marker = first[hp_conf.stats_format];
+	char *p = hp_os_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
+	    fd, 0);
+	if (p != MAP_FAILED) {
+		size_t len = (size_t)st.st_size, mlen = strlen(marker);
+		for (char *q = p; (q = memmem(q, len - (size_t)(q - p), marker,
+		    mlen)) != NULL; q += mlen)
+			n++;
+		hp_os_munmap(p, len);
+	}
+	return n;
+}
+
+/* stats_file, open for this process's counters: replaced when it holds
+ * an earlier run's; added to when another process of this run (a service
+ * tree, stats_file without %p) wrote it, and that said once, by the
+ * process that finds one other's there. Locked until closed, so that
+ * processes exiting at once take turns. */
+static int open_stats_file(const char *path) {
+	int fd = hp_open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
+	if (fd < 0)
+		return -1;
+	hp_os_flock(fd, LOCK_EX);
+	int shared = shared_blocks(fd);
+	if (shared < 0)
+		hp_os_ftruncate(fd, 0);
+	if (shared == 1)
+		hp_log("stats_file %s is shared by several processes: each adds "
+		    "its counters after the others'; %%p in it gives each its own "
+		    "file", path);
+	return fd;
+}
+
 /* At exit: the last refresh, printed if asked. */
 __attribute__((destructor)) static void hp_stats_exit(void) {
 	if (hp_threshold == 0)          /* never started */
@@ -383,8 +440,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 		char path[sizeof hp_conf.stats_file + 24];
 		hp_conf_path(hp_conf.stats_file, path, sizeof path);
 		if (hp_conf.stats_file[0] != '\0')
-			fd = hp_open(path, O_WRONLY | O_CREAT |
-			    O_TRUNC, 0644);
+			fd = open_stats_file(path);
 		if (fd < 0) {
 			hp_log("could not open stats_file %s (%s)", path,
 			    hp_strerror(errno));

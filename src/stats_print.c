@@ -164,16 +164,27 @@ typedef struct {
 	void *ctx;
 } sink_t;
 
+static void vput(hp_out_t out, void *ctx, const char *fmt, va_list ap) {
+	char buf[512];
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	if (n > 0)
+		out(ctx, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+void hp_outf(hp_out_t out, void *ctx, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	vput(out, ctx, fmt, ap);
+	va_end(ap);
+}
+
 static void put(sink_t *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void put(sink_t *s, const char *fmt, ...) {
-	char buf[512];
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	vput(s->out, s->ctx, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		s->out(s->ctx, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
 /* The policy string, escaped for a JSON string or a Prometheus label. */

@@ -9,6 +9,9 @@
 #pragma GCC visibility push(hidden)
 
 typedef void (*hp_out_t)(void *ctx, const char *s, size_t n);
+/* printf to an hp_out_t, a line of up to 511 bytes. */
+void hp_outf(hp_out_t out, void *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 typedef struct {
 	bool alive;       /* the process is still running */
 	double age_s;     /* seconds since the last refresh */

@@ -94,7 +94,7 @@ Test(conf, backing_values) {
 
 Test(conf, verbose_values) {
 	hp_run_t r = run_conf("verbose:true", "1", 1, DEFAULT_POLICY);
-	cr_assert(strstr(r.err, "hugepreload: policy " DEFAULT_POLICY),
+	cr_assert(strstr(r.err, "]: policy " DEFAULT_POLICY),
 	    "%s", r.err);
 	cr_assert(strstr(r.err, "huge class on thp, then 4k"), "%s", r.err);
 	cr_assert(strstr(r.err, "small class on 4k"), "%s", r.err);

@@ -14,7 +14,7 @@ static void same_output(const char *script) {
 	cr_assert_eq(a.code, 0, "without: %s", a.err);
 	cr_assert_eq(b.code, 0, "with: %s", b.err);
 	cr_assert_gt(a.out_len, 0);
-	cr_assert(strstr(b.err, "hugepreload: policy"),
+	cr_assert(strstr(b.err, "]: policy"),
 	    "the library did not load:\n%s", b.err);
 	cr_assert_eq(a.out_len, b.out_len, "lengths %zu vs %zu", a.out_len,
 	    b.out_len);
