@@ -1,0 +1,500 @@
+/*
+ * hugepreload stat: a running program's counters, read from outside.
+ *
+ *   hugepreload stat PID [--json|--prometheus] [--watch SECONDS] [-o FILE]
+ *   hugepreload stat --all [--json|--prometheus] [-o FILE]
+ *
+ * The library keeps its counters in a page of the process's memory (a
+ * memfd named hugepreload-stats, src/stats.c); this finds it in
+ * /proc/PID/maps and reads it through /proc/PID/mem under the kernel's
+ * own access check (the process's user, or root), and adds the kernel's
+ * figures from /proc/PID/smaps and pagemap. --all does so for every
+ * process that has the page; its Prometheus form is one exposition (each
+ * metric's HELP and TYPE once, a series per pid), for node_exporter's
+ * textfile collector. -o writes FILE whole or not at all (a temporary
+ * file in its directory, renamed over it).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+#include "stats_print.h"
+
+/* Where pid's stats page is mapped: the memfd's line in /proc/PID/maps.
+ * 1 found, 0 not there, -1 (errno set) the maps could not be read. */
+static int find_page(long pid, unsigned long *start, unsigned long *end) {
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, "/memfd:" HP_STATS_NAME " ") != NULL &&
+		    sscanf(line, "%lx-%lx", start, end) == 2;
+	int err = errno;
+	bool bad = ferror(f);
+	fclose(f);
+	errno = err;
+	return bad ? -1 : found;
+}
+
+/* Opens what reads pid's page: /proc/PID/mem at *off, or where the kernel
+ * refuses that (ptrace restrictions), the memfd through
+ * /proc/PID/map_files at 0. -1 with errno from the first attempt. */
+static int open_page(long pid, unsigned long start, unsigned long end,
+    off_t *off) {
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	*off = (off_t)start;
+	if (fd >= 0)
+		return fd;
+	int err = errno;
+	snprintf(path, sizeof path, "/proc/%ld/map_files/%lx-%lx", pid, start,
+	    end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	*off = 0;
+	if (fd < 0)
+		errno = err;
+	return fd;
+}
+
+/* One consistent copy of the page (the library's seqlock), checked. */
+static bool load(int fd, off_t off, long pid, hp_stats_t *st) {
+	hp_stats_t buf;
+	uint64_t seq;
+	for (int tries = 0; tries < 1000; tries++) {
+		if (tries)
+			sched_yield();
+		if (pread(fd, &buf, sizeof buf, off) != (ssize_t)sizeof buf ||
+		    (buf.seq & 1) || pread(fd, &seq, sizeof seq, off +
+		    (off_t)offsetof(hp_stats_t, seq)) != (ssize_t)sizeof seq)
+			continue;
+		if (seq == buf.seq)
+			return buf.pid == pid && hp_stats_copy(&buf, st);
+	}
+	return false;
+}
+
+/* Present pages of [lo, hi) in process pid, from its pagemap (bit 63 of
+ * each page's word); false if unreadable. */
+static bool pagemap_present(int fd, uint64_t lo, uint64_t hi,
+    uint64_t *bytes) {
+	static uint64_t words[8192];
+	for (uint64_t a = lo; a < hi;) {
+		size_t n = (hi - a) / 4096 < 8192 ? (hi - a) / 4096 : 8192;
+		ssize_t got = pread(fd, words, n * 8, (off_t)(a / 4096 * 8));
+		if (got != (ssize_t)(n * 8))
+			return false;
+		for (size_t i = 0; i < n; i++)
+			*bytes += (words[i] >> 63) ? 4096 : 0;
+		a += n * 4096;
+	}
+	return true;
+}
+
+/* From process pid's smaps: the resident bytes, and those on huge pages,
+ * of its mappings inside the huge class's range; from its pagemap, the
+ * resident bytes of jemalloc's own mappings (the small class's), whose
+ * vmas the kernel may have merged with the program's. */
+static bool smaps_ranges(long pid, const hp_stats_t *st,
+    hp_stats_meta_t *m) {
+	char path[64], line[512];
+	snprintf(path, sizeof path, "/proc/%ld/smaps", pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return false;
+	bool in = false, anon = false;
+	uint64_t base = st->region_base, size = st->region_size;
+	uint64_t rss = 0, thp = 0;             /* of the area being read */
+	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
+	    HP_STATS_RANGES;
+	while (fgets(line, sizeof line, f) != NULL) {
+		unsigned long lo, hi, kb;
+		char key[64];
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
+		    strchr(line, ' ')) {
+			in = size && lo >= base && hi <= base + size;
+			/* An anonymous area: no path after the inode, or
+			 * "/dev/zero (deleted)" for shared memory. */
+			char path_field[16] = "";
+			anon = sscanf(line, "%*s %*s %*s %*s %*s %15s",
+			    path_field) != 1 || strcmp(path_field, "/dev/zero") == 0;
+			rss = thp = 0;
+			continue;
+		}
+		/* The program's own advised areas (mmap.c, or its own advice):
+		 * anonymous, "hg", outside the huge class; jemalloc's are "nh". */
+		if (strncmp(line, "VmFlags:", 8) == 0) {
+			if (!in && anon && strstr(line, " hg")) {
+				m->smaps_mmap_resident += rss;
+				m->smaps_mmap_huge += thp;
+			}
+			continue;
+		}
+		if (sscanf(line, "%63s %lu kB", key, &kb) != 2)
+			continue;
+		if (strcmp(key, "Rss:") == 0)
+			rss = (uint64_t)kb << 10;
+		else if (strcmp(key, "AnonHugePages:") == 0 ||
+		    strcmp(key, "ShmemPmdMapped:") == 0)
+			thp += (uint64_t)kb << 10;
+		if (!in)
+			continue;
+		uint64_t b = (uint64_t)kb << 10;
+		if (strcmp(key, "Rss:") == 0) {
+			m->smaps_resident += b;
+		} else if (strcmp(key, "Private_Hugetlb:") == 0 ||
+		    strcmp(key, "Shared_Hugetlb:") == 0) {
+			m->smaps_resident += b;
+			m->smaps_huge += b;
+		} else if (strcmp(key, "AnonHugePages:") == 0) {
+			m->smaps_huge += b;
+		}
+	}
+	fclose(f);
+	snprintf(path, sizeof path, "/proc/%ld/pagemap", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && st->small_nranges <= HP_STATS_RANGES;
+	for (unsigned i = 0; ok && i < nr; i++)
+		ok = pagemap_present(fd, st->small_ranges[i][0],
+		    st->small_ranges[i][1], &m->smaps_small_resident);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static bool running(long pid) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld", pid);
+	return access(path, F_OK) == 0;
+}
+
+/* Output collected in memory: written to stdout, or to -o FILE whole. */
+typedef struct {
+	char *p;
+	size_t n, cap;
+} buf_t;
+
+static void put(void *ctx, const char *s, size_t n) {
+	buf_t *b = ctx;
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = (b->n + n + 1) * 2;
+		char *p = realloc(b->p, cap);
+		if (p == NULL) {
+			perror("hugepreload");
+			exit(1);
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+}
+
+/* FILE replaced whole: a temporary file beside it, renamed over it. */
+static int write_out(const buf_t *b, const char *file) {
+	if (file == NULL) {
+		fwrite(b->p ? b->p : "", 1, b->n, stdout);
+		fflush(stdout);
+		return 0;
+	}
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	bool ok = fd >= 0;
+	for (size_t off = 0; ok && off < b->n;) {
+		ssize_t w = write(fd, b->p + off, b->n - off);
+		ok = w > 0;
+		off += ok ? (size_t)w : 0;
+	}
+	ok = ok && fsync(fd) == 0;
+	int err = errno;
+	if (fd >= 0 && close(fd) != 0 && ok) {
+		ok = false;
+		err = errno;
+	}
+	if (ok && rename(tmp, file) == 0)
+		return 0;
+	err = ok ? errno : err;
+	unlink(tmp);
+	fprintf(stderr, "hugepreload: cannot write %s: %s\n", file,
+	    strerror(err));
+	return 1;
+}
+
+/* One process's counters: 1 read; 0 no counters; -1 cannot read (errno
+ * set); -2 no such process. */
+static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m) {
+	unsigned long start = 0, end = 0;
+	int found = find_page(pid, &start, &end), fd = -1;
+	off_t off = 0;
+	bool got = found == 1 && (fd = open_page(pid, start, end, &off)) >= 0 &&
+	    load(fd, off, pid, st);
+	int err = errno;
+	if (fd >= 0)
+		close(fd);
+	if (!got && !running(pid))
+		return -2;
+	if (!got) {
+		errno = err;
+		return found < 0 || (found == 1 && fd < 0) ? -1 : 0;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	memset(m, 0, sizeof *m);
+	m->alive = true;
+	m->age_s = (double)now.tv_sec + now.tv_nsec / 1e9 -
+	    (double)st->updated_ns / 1e9;
+	m->smaps = smaps_ranges(pid, st, m);
+	return 1;
+}
+
+static void cannot_read(long pid, int err) {
+	fprintf(stderr, "hugepreload: cannot read process %ld: %s (%s)\n",
+	    pid, strerror(err), err == EACCES || err == EPERM ?
+	    "permission: its user and root can read it" : "its user and root "
+	    "can read it");
+}
+
+/* The program's name, from /proc/PID/comm. */
+static void comm(long pid, char *out, size_t n) {
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL || fgets(out, (int)n, f) == NULL)
+		snprintf(out, n, "?");
+	out[strcspn(out, "\n")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* The processes that have the counters' page, by pid. */
+static size_t list_pids(long **out) {
+	DIR *d = opendir("/proc");
+	size_t n = 0, cap = 64;
+	long *v = malloc(cap * sizeof *v);
+	struct dirent *e;
+	while (d && v && (e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		unsigned long a, b;
+		if (*end != '\0' || pid <= 0 || find_page(pid, &a, &b) != 1)
+			continue;
+		if (n == cap && (v = realloc(v, (cap *= 2) * sizeof *v)) == NULL)
+			break;
+		v[n++] = pid;
+	}
+	if (d)
+		closedir(d);
+	for (size_t i = 1; i < n; i++)           /* by pid */
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			long t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	*out = v;
+	return v ? n : 0;
+}
+
+/* The metric a line of an exposition is about (*len bytes): the name
+ * after "# HELP " or "# TYPE ", or before a sample's labels; NULL for
+ * other comments. */
+static const char *metric(const char *l, size_t *len) {
+	bool meta = strncmp(l, "# HELP ", 7) == 0 || strncmp(l, "# TYPE ", 7) == 0;
+	if (l[0] == '#' && !meta)
+		return NULL;
+	const char *nm = meta ? l + 7 : l;
+	*len = strcspn(nm, meta ? " \n" : "{ \n");
+	return nm;
+}
+
+static bool same(const char *a, size_t alen, const char *b, size_t blen) {
+	return a && b && alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Prometheus expositions of several processes, merged into one: each
+ * metric's HELP and TYPE once (the first process's), then its samples of
+ * every process, in the order the metrics first appear. */
+static void merge_prom(buf_t *all, buf_t *out) {
+	size_t n = 0, cap = 256;
+	char **line = malloc(cap * sizeof *line);
+	for (char *l = all->p; line && l && *l; ) {
+		if (n == cap && (line = realloc(line, (cap *= 2) *
+		    sizeof *line)) == NULL)
+			break;
+		line[n++] = l;
+		char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : NULL;
+	}
+	char *done = calloc(n ? n : 1, 1);   /* lines written or dropped */
+	for (size_t i = 0; line && done && i < n; i++) {
+		size_t flen, len;
+		const char *fam = metric(line[i], &flen);
+		if (done[i] || strncmp(line[i], "# HELP ", 7) != 0)
+			continue;
+		bool help = false, type = false;
+		for (size_t j = i; j < n; j++) {
+			const char *nm = metric(line[j], &len);
+			if (done[j] || !same(nm, len, fam, flen))
+				continue;
+			done[j] = 1;
+			bool h = strncmp(line[j], "# HELP ", 7) == 0;
+			bool t = strncmp(line[j], "# TYPE ", 7) == 0;
+			if ((h && help) || (t && type))
+				continue;             /* another process's: once */
+			help |= h;
+			type |= t;
+			put(out, line[j], strcspn(line[j], "\n"));
+			put(out, "\n", 1);
+		}
+	}
+	free(done);
+	free(line);
+}
+
+/* hugepreload stat --all: every process under the library. */
+static int stat_all(hp_format_t fmt, const char *file) {
+	long *pids;
+	size_t n = list_pids(&pids);
+	buf_t out = {0}, prom = {0};
+	size_t shown = 0, refused = 0;
+	if (fmt == HP_FMT_TEXT)
+		hp_outf(put, &out, "%8s %-16s %12s %14s %12s %13s %10s\n", "PID", "NAME",
+		    "HUGE_MIB", "MMAP_HUGE_MIB", "LIVE_MIB", "STRANDED_MIB",
+		    "FALLBACKS");
+	if (fmt == HP_FMT_JSON)
+		put(&out, "[", 1);
+	for (size_t i = 0; i < n; i++) {
+		hp_stats_t st;
+		hp_stats_meta_t m;
+		int r = read_proc(pids[i], &st, &m);
+		if (r == -1 && (errno == EACCES || errno == EPERM))
+			refused++;
+		if (r != 1)
+			continue;          /* gone, or not readable: not listed */
+		if (fmt == HP_FMT_TEXT) {
+			uint64_t live = 0, stranded = 0, fb = 0;
+			for (unsigned a = 0; a < st.narenas && a < HP_STATS_ARENAS;
+			    a++) {
+				const hp_arena_stats_t *x = &st.arena[a];
+				live += x->live_bytes;
+				stranded += x->stranded_bytes;
+				fb += x->fallback_pool_empty + x->fallback_thp_off +
+				    x->fallback_mmap_failed;
+			}
+			char name[32];
+			comm(pids[i], name, sizeof name);
+			double mib = 1 << 20;
+			hp_outf(put, &out, "%8ld %-16s %12.1f %14.1f %12.1f %13.1f %10llu\n",
+			    pids[i], name, m.smaps_huge / mib, m.smaps_mmap_huge / mib,
+			    live / mib, stranded / mib, (unsigned long long)fb);
+		} else if (fmt == HP_FMT_JSON) {
+			if (shown)
+				put(&out, ",\n", 2);
+			hp_stats_format(&st, &m, fmt, put, &out);
+		} else {
+			hp_stats_format(&st, &m, fmt, put, &prom);
+		}
+		shown++;
+	}
+	if (fmt == HP_FMT_JSON)
+		put(&out, "]\n", 2);
+	if (fmt == HP_FMT_PROM)
+		merge_prom(&prom, &out);
+	if (refused)
+		fprintf(stderr, "hugepreload: %zu process%s under hugepreload not "
+		    "shown: permission (their users and root can read them)\n",
+		    refused, refused == 1 ? "" : "es");
+	int rc = write_out(&out, file);
+	free(out.p);
+	free(prom.p);
+	free(pids);
+	return rc;
+}
+
+int hp_cli_stat(int argc, char **argv) {
+	hp_format_t fmt = HP_FMT_TEXT;
+	double watch = 0;
+	long pid = 0;
+	bool all = false;
+	const char *file = NULL;
+	for (int i = 2; i < argc; i++) {
+		char *end;
+		if (strcmp(argv[i], "--json") == 0) {
+			fmt = HP_FMT_JSON;
+		} else if (strcmp(argv[i], "--prometheus") == 0) {
+			fmt = HP_FMT_PROM;
+		} else if (strcmp(argv[i], "--all") == 0) {
+			all = true;
+		} else if (strcmp(argv[i], "-o") == 0) {
+			if (i + 1 == argc || argv[i + 1][0] == '\0')
+				return hp_cli_bad("-o needs a file name");
+			file = argv[++i];
+		} else if (strcmp(argv[i], "--watch") == 0) {
+			if (i + 1 == argc)
+				return hp_cli_bad("--watch needs a number of seconds");
+			watch = strtod(argv[++i], &end);
+			if (*end != '\0' || end == argv[i] || !(watch > 0 &&
+			    watch <= 86400))
+				return hp_cli_bad("--watch takes seconds, more than 0, "
+				    "at most 86400, not '%s'", argv[i]);
+		} else if (argv[i][0] == '-') {
+			return hp_cli_bad("unknown option '%s' to stat", argv[i]);
+		} else if (pid != 0 || (pid = strtol(argv[i], &end, 10)) <= 0 ||
+		    *end != '\0') {
+			return hp_cli_bad("stat takes one process id, not '%s'",
+			    argv[i]);
+		}
+	}
+	if (all && (pid != 0 || watch > 0))
+		return hp_cli_bad("stat --all takes no process id and no --watch");
+	if (all)
+		return stat_all(fmt, file);
+	if (pid <= 0)
+		return hp_cli_bad("stat needs a process id, or --all");
+	for (int frames = 0;; frames++) {
+		hp_stats_t st;
+		hp_stats_meta_t m;
+		int r = read_proc(pid, &st, &m);
+		if (r == -2) {
+			if (frames > 0) {
+				printf("hugepreload: pid %ld has exited\n", pid);
+				return 0;
+			}
+			fprintf(stderr, "hugepreload: no process %ld\n", pid);
+			return 1;
+		}
+		if (r == -1) {
+			cannot_read(pid, errno);
+			return 1;
+		}
+		if (r == 0) {
+			fprintf(stderr, "hugepreload: process %ld has no counters "
+			    "(not running under hugepreload, not using it yet, or "
+			    "stats_live:false)\n", pid);
+			return 1;
+		}
+		buf_t out = {0};
+		hp_stats_format(&st, &m, fmt, put, &out);
+		int rc = write_out(&out, file);
+		free(out.p);
+		if (rc != 0 || watch <= 0)
+			return rc;
+		struct timespec t = {(time_t)watch,
+		    (long)((watch - (double)(time_t)watch) * 1e9)};
+		nanosleep(&t, NULL);
+	}
+}
