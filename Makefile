@@ -1,22 +1,18 @@
 # hugepreload: build, test, demo. See README.md.
 
-# The Debian packages come first, whatever the target: make remakes an
-# included makefile before it reads the rest (and before pkg-config below
-# runs), so a fresh machine gets them on its first "make". The stamp is
-# redone when scripts/setup-deps changes; "make deps" checks again.
+# Plain "make" and "make install" build and install only: they install no
+# packages. scripts/setup-deps (make deps) installs what the build needs;
+# make test, make demo, the benchmarks and the check-* targets run it with
+# their group first, then make what they need.
 .DEFAULT_GOAL := all
-ifneq ($(MAKECMDGOALS),clean)
-include build/deps.mk
-endif
-build/deps.mk: scripts/setup-deps
-	scripts/setup-deps
-	@mkdir -p build && echo "# scripts/setup-deps ran" > $@
 
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 BUILD   := build
 JE_LIBDIR := $(shell pkg-config --variable=libdir jemalloc 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
 JE_PIC  := $(JE_LIBDIR)/libjemalloc_pic.a
+# The library's ABI version: its soname is libhugepreload.so.$(SOVERSION).
+SOVERSION := 1
 
 HP_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -fPIC -fvisibility=hidden \
 	-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc \
@@ -32,17 +28,22 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold install uninstall clean
+.PHONY: all deps reference deb check-deb test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold install uninstall clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
 	scripts/setup-deps
-	@mkdir -p $(BUILD) && echo "# scripts/setup-deps ran" > $(BUILD)/deps.mk
+
 
 $(BUILD)/je.syms: Makefile | $(BUILD)
 	@for s in $(JE_SYMS); do echo "$$s hp_je_$$s"; done > $@
 
-$(BUILD)/libjemalloc_hp.a: $(JE_PIC) $(BUILD)/je.syms scripts/embed-jemalloc
+# Debian's jemalloc archive is what the library embeds; without it, one
+# line says which package to install.
+$(BUILD)/libjemalloc_hp.a: $(wildcard $(JE_PIC)) $(BUILD)/je.syms scripts/embed-jemalloc
+	@test -f $(JE_PIC) || { echo "make: no $(JE_PIC): libjemalloc-dev" \
+	    "is not installed (make deps installs what the build needs)" >&2; \
+	    exit 1; }
 	scripts/embed-jemalloc $(JE_PIC) $(BUILD)/je.syms $@
 
 $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
@@ -53,7 +54,7 @@ $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 # exported, nothing else; every symbol resolved at link time.
 LINK_LIB = $(CC) -shared -o $@ $(1) $(BUILD)/libjemalloc_hp.a \
 	-Wl,--version-script=src/exports.map \
-	-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so \
+	-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so.$(SOVERSION) \
 	-lunwind -lpthread -ldl
 
 $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
@@ -71,12 +72,29 @@ $(DEBUG)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 $(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 	$(call LINK_LIB,$(DBG_OBJS))
 
-# The command: the wrapper and the stats reader.
-$(BUILD)/hugepreload: tools/hugepreload.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+# The command: the wrapper, stat, doctor, enable and disable.
+TOOL_SRCS := tools/hugepreload.c tools/stat.c tools/doctor.c tools/unit.c
+$(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
 		-DHP_LIB_FROM_BIN='"../lib/$(MULTIARCH)/hugepreload"' \
-		-DHP_BUILD_DIR='"$(abspath $(BUILD))"' -o $@ $< \
+		-DHP_BUILD_DIR='"$(abspath $(BUILD))"' \
+		-DHP_SRC_DIR='"$(abspath .)"' -o $@ $(TOOL_SRCS) \
 		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+
+# The reference of every key and counter (tools/gendoc.c): the man page
+# hugepreload(7), and docs/reference.md, which make test checks is its
+# output ("make reference" writes it).
+$(BUILD)/gendoc: tools/gendoc.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< \
+		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+$(BUILD)/hugepreload.7: $(BUILD)/gendoc
+	$< man > $@
+$(BUILD)/reference.md: $(BUILD)/gendoc
+	$< md > $@
+reference: $(BUILD)/reference.md
+	cp $< docs/reference.md
+MANPAGES := docs/hugepreload.1 $(BUILD)/hugepreload.7
+all: $(BUILD)/hugepreload.7
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -159,12 +177,14 @@ $(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
 
 # The release suite, then the debug one: both summaries, and a failure of
 # either fails the target.
-test: tests
+test:
+	scripts/setup-deps test
+	$(MAKE) tests
 	scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && exit $$r
 
 # Everything the tests run, built and not run (then, say,
 # build/test_integ --filter 'truth/*').
-tests: all $(TEST_BINS) $(TEST_FILES) $(DEBUG)/libhugepreload.so \
+tests: all $(TEST_BINS) $(TEST_FILES) $(BUILD)/reference.md $(DEBUG)/libhugepreload.so \
     $(DEBUG)/test_contract $(DBG_FILES)
 
 check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
@@ -172,22 +192,25 @@ check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 
 # CPython's regression suite with and without the library (not part of
 # make test: about 23 minutes; see docs/host-view.md).
-check-python: all
+check-python:
 	scripts/setup-deps python
+	$(MAKE) all
 	scripts/check-python $(BUILD)
 
 # Debian's Redis (linked with libjemalloc.so.2) with and without the
 # library: INFO memory against the kernel, MEMORY PURGE and DOCTOR,
 # BGSAVE while writing, a restart from the RDB (not part of make test:
 # about 2 minutes, 3.5 GB of memory).
-check-redis: all
+check-redis:
 	scripts/setup-deps redis
+	$(MAKE) all
 	scripts/check-redis $(BUILD)
 
 # Debian's OpenJDK 17 filling a 2 GiB heap with and without the library:
 # the heap on huge pages through the program's own mmap calls (about 15 s).
-check-java: all
+check-java:
 	scripts/setup-deps java
+	$(MAKE) all
 	scripts/check-java $(BUILD)
 
 # ---- demo and benchmarks --------------------------------------------------
@@ -207,10 +230,14 @@ $(BUILD)/maint: bench/maint.c
 $(BUILD)/cxxnew: bench/cxxnew.cpp
 	$(CXX) -std=c++17 -O2 -fsized-deallocation -Wall -o $@ $<
 
-demo: all $(BUILD)/chase
+demo:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/chase
 	scripts/demo
 
-bench-callgrind: all $(BUILD)/mfloop
+bench-callgrind:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/mfloop
 	scripts/bench-callgrind
 
 # The library with src/cxx.c built as HP_CXX_OPERATORS=N (0: no C++
@@ -224,22 +251,31 @@ $(CXX_VARIANTS): $(BUILD)/cxx%/libhugepreload.so: $(BUILD)/cxx%/cxx.o \
     $(filter-out $(BUILD)/obj/cxx.o,$(OBJS)) $(BUILD)/libjemalloc_hp.a src/exports.map
 	$(call LINK_LIB,$(filter %.o,$^))
 
-bench-cxx: all $(BUILD)/cxxnew $(CXX_VARIANTS)
+bench-cxx:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/cxxnew $(CXX_VARIANTS)
 	scripts/bench-cxx
 
-bench-maint: all $(BUILD)/maint
+bench-maint:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/maint
 	scripts/bench-maint
 
 # The chapter's stride demo in Python/numpy, with and without the library,
 # beside a hand-advised control (about a minute).
-bench-stride: all
+bench-stride:
 	scripts/setup-deps numpy
+	$(MAKE) all
 	scripts/bench-stride
 
-bench-embedding: all $(BUILD)/workloads
+bench-embedding:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/workloads
 	scripts/bench-embedding
 
-bench-threshold: all $(BUILD)/sizes
+bench-threshold:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/sizes
 	scripts/bench-threshold
 
 $(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
@@ -247,36 +283,60 @@ $(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
 		$(BUILD)/probe.o $$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
 
 BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap
-bench: all $(BENCH_BINS)
-	scripts/setup-deps numpy
+bench:
+	scripts/setup-deps demo numpy
+	$(MAKE) all $(BENCH_BINS)
 	scripts/bench.py
-bench-quick: all $(BENCH_BINS)
-	scripts/setup-deps numpy
+bench-quick:
+	scripts/setup-deps demo numpy
+	$(MAKE) all $(BENCH_BINS)
 	scripts/bench.py --quick
 
 # ---- install ------------------------------------------------------------
 # make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=PREFIX/lib/MULTIARCH]:
-# the library in LIBDIR/hugepreload (preloaded, not linked by default),
-# the command, the header and hugepreload.pc; installs no packages. The
-# command finds the library from where it is (PREFIX/bin/../lib/...), so
-# LIBDIR must stay PREFIX/lib/MULTIARCH for the wrapper to find it.
+# the library in LIBDIR/hugepreload (libhugepreload.so.1 and the link
+# libhugepreload.so that LD_PRELOAD names; preloaded, not linked by
+# default), the command, the header, hugepreload.pc, the man pages
+# hugepreload(1) and (7), and in PREFIX/share/hugepreload the systemd
+# drop-in example and the textfile-collector service and timer, with this
+# PREFIX's paths in them. Installs no packages. The command finds the
+# library and the drop-in from where it is (PREFIX/bin/../lib/...,
+# ../share/...), so LIBDIR must stay PREFIX/lib/MULTIARCH.
 PREFIX     ?= /usr/local
 MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 LIBDIR     ?= $(PREFIX)/lib/$(MULTIARCH)
 BINDIR     ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
 PKGDIR     ?= $(LIBDIR)/pkgconfig
+MANDIR     ?= $(PREFIX)/share/man
+SHAREDIR   ?= $(PREFIX)/share/hugepreload
 VERSION    := $(shell sed -n 's/.*HUGEPRELOAD_VERSION "\(.*\)".*/\1/p' include/hugepreload.h)
-INSTALLED  := $(LIBDIR)/hugepreload/libhugepreload.so $(BINDIR)/hugepreload \
-	$(INCLUDEDIR)/hugepreload.h $(PKGDIR)/hugepreload.pc
+SHARED     := hugepreload.conf hugepreload-textfile.service hugepreload-textfile.timer
+INSTALLED  := $(LIBDIR)/hugepreload/libhugepreload.so.$(SOVERSION) \
+	$(LIBDIR)/hugepreload/libhugepreload.so $(BINDIR)/hugepreload \
+	$(INCLUDEDIR)/hugepreload.h $(PKGDIR)/hugepreload.pc \
+	$(MANDIR)/man1/hugepreload.1 $(MANDIR)/man7/hugepreload.7 \
+	$(SHARED:%=$(SHAREDIR)/%)
 
-# hugepreload.pc is written at install time, for the PREFIX given then.
+# hugepreload.pc, and the paths in the drop-in and the units, are written
+# at install time, for the PREFIX given then.
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/hugepreload $(DESTDIR)$(BINDIR) \
-	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGDIR)
-	install -m 644 $(BUILD)/libhugepreload.so $(DESTDIR)$(LIBDIR)/hugepreload/
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(SHAREDIR)
+	install -m 644 $(BUILD)/libhugepreload.so \
+	    $(DESTDIR)$(LIBDIR)/hugepreload/libhugepreload.so.$(SOVERSION)
+	ln -sf libhugepreload.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/hugepreload/libhugepreload.so
 	install -m 755 $(BUILD)/hugepreload $(DESTDIR)$(BINDIR)/
 	install -m 644 include/hugepreload.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 docs/hugepreload.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(BUILD)/hugepreload.7 $(DESTDIR)$(MANDIR)/man7/
+	sed 's|^Environment=LD_PRELOAD=.*|Environment=LD_PRELOAD=$(LIBDIR)/hugepreload/libhugepreload.so|' \
+	    hugepreload.conf > $(DESTDIR)$(SHAREDIR)/hugepreload.conf
+	for u in hugepreload-textfile.service hugepreload-textfile.timer; do \
+	    sed 's|/usr/bin/hugepreload|$(BINDIR)/hugepreload|' systemd/$$u \
+	        > $(DESTDIR)$(SHAREDIR)/$$u || exit 1; done
+	chmod 644 $(SHARED:%=$(DESTDIR)$(SHAREDIR)/%)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)/hugepreload' \
 	    'includedir=$(INCLUDEDIR)' '' 'Name: hugepreload' \
 	    'Description: malloc interposer that places memory on huge pages by policy' \
@@ -284,17 +344,31 @@ install: all
 	    'Cflags: -I$${includedir}' > $(DESTDIR)$(PKGDIR)/hugepreload.pc
 	chmod 644 $(DESTDIR)$(PKGDIR)/hugepreload.pc
 
-# Removes what install put there and its own directory; under a DESTDIR,
-# also the directories left empty, up to DESTDIR (never the system's).
+# Removes what install put there and its own directories; under a
+# DESTDIR, also the directories left empty, up to DESTDIR (never the
+# system's).
 uninstall:
 	rm -f $(INSTALLED:%=$(DESTDIR)%)
-	-rmdir $(DESTDIR)$(LIBDIR)/hugepreload 2>/dev/null
+	-rmdir $(DESTDIR)$(LIBDIR)/hugepreload $(DESTDIR)$(SHAREDIR) 2>/dev/null
 	@if [ -n "$(DESTDIR)" ]; then \
-	    for d in $(BINDIR) $(INCLUDEDIR) $(PKGDIR) $(LIBDIR); do \
+	    for d in $(BINDIR) $(INCLUDEDIR) $(PKGDIR) $(LIBDIR) \
+	        $(MANDIR)/man1 $(MANDIR)/man7; do \
 	        d=$(DESTDIR)$$d; \
 	        while [ "$$d" != "$(DESTDIR)" ] && [ "$$d" != / ] && \
 	            rmdir "$$d" 2>/dev/null; do d=$$(dirname "$$d"); done; \
 	    done; fi
+
+# ---- Debian package --------------------------------------------------------
+# A native package built from this tree (debian/, debhelper): installs
+# what make install PREFIX=/usr does. Lands in build/.
+deb:
+	scripts/setup-deps deb
+	scripts/make-deb
+
+# The package built, linted, installed and purged on this machine
+# (scripts/check-deb).
+check-deb: deb
+	scripts/check-deb
 
 clean:
 	rm -rf $(BUILD)
