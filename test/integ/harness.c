@@ -158,3 +158,26 @@ void hp_require_gib_pages(void) {
 		    "/sys/kernel/mm/hugepages (the CPU lacks pdpe1gb, or the "
 		    "kernel does not offer them)");
 }
+
+/* Runs a shell script with HP (the command), B (the build directory), T
+ * (a temporary directory, removed after) and two helpers: until_ok CMD
+ * retries CMD every 0.1 s for up to 60 s (conditions are polled, never
+ * raced against a fixed sleep); start CMD runs CMD in the background with
+ * its output in $T/out and sets pid and child from its pid= and child=
+ * lines. */
+hp_run_t hp_script(const char *body, const char *conf) {
+	char s[16384], env0[300];
+	snprintf(s, sizeof s, "HP=%s; B=%s; T=$(mktemp -d); "
+	    "trap 'rm -rf $T' EXIT; "
+	    "until_ok() { i=0; until \"$@\"; do i=$((i + 1)); "
+	    "[ $i -lt 600 ] || { echo \"timed out: $*\" >&2; return 1; }; "
+	    "sleep 0.1; done; }; "
+	    "start() { \"$@\" > $T/out & until_ok grep -q '^child=' $T/out; "
+	    "pid=$(sed -n 's/^pid=//p' $T/out); "
+	    "child=$(sed -n 's/^child=//p' $T/out); }; %s",
+	    hp_path("hugepreload"), hp_path(""), body);
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf ? conf : "");
+	const char *env[] = {env0, NULL};
+	const char *argv[] = {"/bin/sh", "-c", s, NULL};
+	return hp_run(argv, env, false, NULL);
+}

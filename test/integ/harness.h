@@ -21,6 +21,12 @@ hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
 void hp_run_free(hp_run_t *r);
 /* The value of "key=value" in r->out; fails the test if absent. */
 double hp_kv(const hp_run_t *r, const char *key);
+/* Runs a shell script with HP (the command), B (the build directory), T
+ * (a temporary directory, removed after) and two helpers: until_ok CMD
+ * retries CMD every 0.1 s for up to 60 s; start CMD runs CMD in the
+ * background with its output in $T/out and sets pid and child from its
+ * pid= and child= lines. conf is HUGEPRELOAD_CONF ("" if NULL). */
+hp_run_t hp_script(const char *body, const char *conf);
 /* Lines of r->err that start with "hugepreload: ". */
 int hp_err_lines(const hp_run_t *r);
 

@@ -8,29 +8,6 @@
 #include <string.h>
 #include "harness.h"
 
-/* Runs a shell script with HP (the command), B (the build directory), T
- * (a temporary directory, removed after) and two helpers: until_ok CMD
- * retries CMD every 0.1 s for up to 60 s (conditions are polled, never
- * raced against a fixed sleep); start CMD runs CMD in the background with
- * its output in $T/out and sets pid and child from its pid= and child=
- * lines. */
-static hp_run_t script(const char *body, const char *conf) {
-	char s[8192], env0[300];
-	snprintf(s, sizeof s, "HP=%s; B=%s; T=$(mktemp -d); "
-	    "trap 'rm -rf $T' EXIT; "
-	    "until_ok() { i=0; until \"$@\"; do i=$((i + 1)); "
-	    "[ $i -lt 600 ] || { echo \"timed out: $*\" >&2; return 1; }; "
-	    "sleep 0.1; done; }; "
-	    "start() { \"$@\" > $T/out & until_ok grep -q '^child=' $T/out; "
-	    "pid=$(sed -n 's/^pid=//p' $T/out); "
-	    "child=$(sed -n 's/^child=//p' $T/out); }; %s",
-	    hp_path("hugepreload"), hp_path(""), body);
-	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf ? conf : "");
-	const char *env[] = {env0, NULL};
-	const char *argv[] = {"/bin/sh", "-c", s, NULL};
-	return hp_run(argv, env, false, NULL);
-}
-
 Test(stats, print_at_exit_text_json_prometheus) {
 	const char *argv[] = {hp_path("place_large"), "8", NULL};
 	const char *env_t[] = {"HUGEPRELOAD_CONF=stats_print:true", NULL};
@@ -40,14 +17,14 @@ Test(stats, print_at_exit_text_json_prometheus) {
 	    strstr(r.err, "stranded_bytes") && strstr(r.err, "huge0"), "%s",
 	    r.err);
 	hp_run_free(&r);
-	r = script("f=$(mktemp); HUGEPRELOAD_CONF=stats_print:true,"
+	r = hp_script("f=$(mktemp); HUGEPRELOAD_CONF=stats_print:true,"
 	    "stats_format:json,stats_file:$f LD_PRELOAD=${B}libhugepreload.so "
 	    "${B}place_large 8 >/dev/null && python3 -m json.tool $f >/dev/null "
 	    "&& echo json=ok && grep -c huge_pages_by_live_tenth $f; rm -f $f",
 	    NULL);
 	cr_assert(strstr(r.out, "json=ok\n1\n"), "%s%s", r.out, r.err);
 	hp_run_free(&r);
-	r = script("HUGEPRELOAD_CONF=stats_print:true,stats_format:prometheus "
+	r = hp_script("HUGEPRELOAD_CONF=stats_print:true,stats_format:prometheus "
 	    "LD_PRELOAD=${B}libhugepreload.so ${B}place_large 8 2>&1 >/dev/null "
 	    "| python3 ${B}promcheck.py", NULL);
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
@@ -59,7 +36,7 @@ Test(stats, print_at_exit_text_json_prometheus) {
  * passes add up (polled until there are ten), each holds the huge class's
  * page lock for some nanoseconds, and the longest no longer than all. */
 Test(stats, maintenance_counted) {
-	hp_run_t r = script("start $HP -- ${B}sleeper; "
+	hp_run_t r = hp_script("start $HP -- ${B}sleeper; "
 	    "passes() { $HP stat $pid > $T/s 2>/dev/null && test \"$(sed -n "
 	    "'s/^maintenance_passes *//p' $T/s)\" -ge 10; }; "
 	    "until_ok passes; grep '^maintenance_' $T/s; kill $pid; wait",
@@ -101,7 +78,7 @@ Test(stats, stats_file_error_has_its_text) {
  * three formats, with no signal sent and no descriptor held by the
  * program; once it has exited there is nothing to read. */
 Test(stats, live_from_outside) {
-	hp_run_t r = script(
+	hp_run_t r = hp_script(
 	    "start $HP -- ${B}sleeper; "
 	    "live() { $HP stat $pid > $T/s 2>/dev/null && "
 	    "awk '/^live_bytes/ { exit !($3 >= 67108864) }' $T/s; }; "
@@ -136,7 +113,7 @@ Test(stats, live_from_outside) {
 
 /* --watch prints until the program exits, then says so. */
 Test(stats, watch_until_exit) {
-	hp_run_t r = script("start $HP -- ${B}sleeper; "
+	hp_run_t r = hp_script("start $HP -- ${B}sleeper; "
 	    "until_ok $HP stat $pid >/dev/null 2>&1; "
 	    "$HP stat $pid --watch 0.2 > $T/w & w=$!; "
 	    "frames() { test \"$(grep -c '^hugepreload stats' $T/w)\" -ge 2; }; "
@@ -153,7 +130,7 @@ Test(stats, watch_until_exit) {
 /* A fork child does not share its parent's page: it has its own, with its
  * own counters, and the parent's is not mapped in it. */
 Test(stats, fork_child_has_its_own_page) {
-	hp_run_t r = script("start $HP -- ${B}sleeper fork; "
+	hp_run_t r = hp_script("start $HP -- ${B}sleeper fork; "
 	    "child_live() { $HP stat $child > $T/c 2>/dev/null && "
 	    "awk '/^live_bytes/ { exit !($3 >= 100663296) }' $T/c; }; "
 	    "until_ok child_live; grep -E '^live_bytes' $T/c; "
@@ -181,7 +158,7 @@ Test(stats, fork_child_has_its_own_page) {
 
 /* Short processes that never use the huge class have no page. */
 Test(stats, no_page_without_the_huge_class) {
-	hp_run_t r = script("$HP -- sh -c 'grep -c hugepreload-stats "
+	hp_run_t r = hp_script("$HP -- sh -c 'grep -c hugepreload-stats "
 	    "/proc/$$/maps'; echo rc=$?", NULL);
 	cr_assert(strstr(r.out, "0\nrc=1\n"), "%s%s", r.out, r.err);
 	hp_run_free(&r);
@@ -204,7 +181,7 @@ static void nothing_left(const char *sig) {
 	    "+(mkdir|unlink|rename|link|symlink|truncate|mknod|creat)' "
 	    "$T/trace | grep -v '/dev/null' | sed 's/^/writes: /'; "
 	    "echo done", sig);
-	hp_run_t r = script(body, NULL);
+	hp_run_t r = hp_script(body, NULL);
 	if (strstr(r.out, "no-strace"))
 		cr_skip_test("strace is not installed (scripts/setup-deps "
 		    "installs it)");
@@ -226,7 +203,7 @@ Test(stats, nothing_left_after_sigkill) {
 /* The kernel decides who reads the counters, as for a debugger: root and
  * the process's own user, not another unprivileged user. */
 Test(stats, readable_by_its_user_and_root_only) {
-	hp_run_t r = script("U='setpriv --reuid=65534 --regid=65534 "
+	hp_run_t r = hp_script("U='setpriv --reuid=65534 --regid=65534 "
 	    "--clear-groups'; V='setpriv --reuid=65533 --regid=65533 "
 	    "--clear-groups'; $U test -x ${B}sleeper -a -r "
 	    "${B}libhugepreload.so || { echo no-access; exit 0; }; "
@@ -391,43 +368,9 @@ Test(stats, split_gives_back_parts_never_used) {
 	hp_run_free(&r);
 }
 
-Test(wrapper, runs_cmd_with_policy_and_its_status) {
-	hp_run_t r = script("LD_PRELOAD=${B}libdlalloc.so $HP --conf "
-	    "large_threshold:2m --verbose -- sh -c 'echo \"$LD_PRELOAD\"; "
-	    "echo \"$HUGEPRELOAD_CONF\"; exit 7'; echo rc=$?", NULL);
-	cr_assert(strstr(r.out, "libhugepreload.so ") &&
-	    strstr(r.out, "libdlalloc.so\n"), "LD_PRELOAD: %s", r.out);
-	cr_assert(strstr(r.out, "large_threshold:2m,verbose:true\n"), "%s",
-	    r.out);
-	cr_assert(strstr(r.out, "rc=7\n"), "%s", r.out);
-	cr_assert(strstr(r.err, "hugepreload: policy large_threshold:2097152"),
-	    "%s", r.err);
-	hp_run_free(&r);
-	r = script("$HP -- /nonexistent/cmd; echo rc=$?", NULL);
-	cr_assert(strstr(r.out, "rc=127\n"), "%s", r.out);
-	hp_run_free(&r);
-}
-
-/* stat's arguments: a bad one is named, on one line, with status 2. */
-Test(wrapper, stat_names_a_bad_argument) {
-	hp_run_t r = script("$HP stat 1 --bogus; echo rc=$?; "
-	    "$HP stat 1 --watch abc; echo rc=$?; $HP stat 1 --watch; echo rc=$?; "
-	    "$HP stat; echo rc=$?; $HP stat 12x; echo rc=$?", NULL);
-	cr_assert(strstr(r.out, "rc=2\nrc=2\nrc=2\nrc=2\nrc=2\n"), "%s", r.out);
-	cr_assert(strstr(r.err, "unknown option --bogus"), "%s", r.err);
-	cr_assert(strstr(r.err, "--watch needs a number of seconds"), "%s",
-	    r.err);
-	cr_assert(strstr(r.err, "not '12x'"), "%s", r.err);
-	int lines = 0;
-	for (const char *p = r.err; (p = strchr(p, '\n')); p++)
-		lines++;
-	cr_assert_eq(lines, 5, "one line each:\n%s", r.err);
-	hp_run_free(&r);
-}
-
 /* stats_file with %p: one file per process of a tree, each its own. */
 Test(stats, stats_file_per_process) {
-	hp_run_t r = script("LD_PRELOAD=${B}libhugepreload.so "
+	hp_run_t r = hp_script("LD_PRELOAD=${B}libhugepreload.so "
 	    "HUGEPRELOAD_CONF=stats_print:true,stats_file:$T/s.%p "
 	    "sh -c 'for i in 1 2 3; do '${B}place_large' 8 > /dev/null & done; "
 	    "wait'; n=0; for f in $T/s.*; do p=${f##*.}; "
@@ -436,55 +379,5 @@ Test(stats, stats_file_per_process) {
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	cr_assert_geq(hp_kv(&r, "files"), 3, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "own"), hp_kv(&r, "files"), "%s", r.out);
-	hp_run_free(&r);
-}
-
-Test(wrapper, version_names_the_library) {
-	hp_run_t r = script("$HP --version", NULL);
-	cr_assert_eq(r.code, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "hugepreload 0.1.0\n"), "%s", r.out);
-	cr_assert(strstr(r.out, "/libhugepreload.so (beside the command)\n"),
-	    "%s", r.out);
-	hp_run_free(&r);
-}
-
-/* make install into a DESTDIR, with PREFIX=/usr: the files where they
- * belong, the installed command preloads the installed library and says
- * so, pkg-config finds it; make uninstall leaves DESTDIR empty. */
-Test(wrapper, install_and_uninstall_leave_nothing) {
-	hp_run_t r = script("R=$B; while [ ! -f $R/Makefile ]; do "
-	    "R=$(dirname $R); done; D=$T/d; mkdir $D; "
-	    "make -s -C $R install DESTDIR=$D PREFIX=/usr >/dev/null && "
-	    "(cd $D && find . -type f | sort) && "
-	    "$D/usr/bin/hugepreload --verbose -- sh -c 'echo \"$LD_PRELOAD\"' "
-	    "2>$T/err && grep -c 'library .*(installed)' $T/err && "
-	    "PKG_CONFIG_PATH=$D/usr/lib/$(gcc -print-multiarch)/pkgconfig "
-	    "pkg-config --cflags --libs hugepreload && "
-	    "make -s -C $R uninstall DESTDIR=$D PREFIX=/usr && "
-	    "echo left=$(ls -A $D | wc -l)", NULL);
-	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-	const char *want[] = {"./usr/bin/hugepreload\n",
-	    "./usr/include/hugepreload.h\n",
-	    "/hugepreload/libhugepreload.so\n", "/pkgconfig/hugepreload.pc\n",
-	    "/usr/bin/../lib/", "-L/usr/lib/", "/hugepreload -Wl,-rpath,/usr/lib/",
-	    "-lhugepreload", "left=0\n"};
-	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-		cr_assert(strstr(r.out, want[i]), "no %s in:\n%s", want[i], r.out);
-	hp_run_free(&r);
-}
-
-Test(wrapper, help_lists_every_key) {
-	hp_run_t r = script("$HP --help", NULL);
-	cr_assert_eq(r.code, 0);
-	const char *keys[] = {"large_threshold", "backing", "hugetlb_size",
-	    "collapse", "decay_ms", "reserve", "strand_limit", "stats_print",
-	    "stats_format", "stats_file", "stats_live", "verbose", "lifetime",
-	    "lifetime_sample", "lifetime_ms", "lifetime_record",
-	    "lifetime_profile", "maintain_ms", "mmap_threshold"};
-	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-		char k[40];
-		snprintf(k, sizeof k, "\n  %s ", keys[i]);
-		cr_assert(strstr(r.out, k), "--help lacks %s", keys[i]);
-	}
 	hp_run_free(&r);
 }

@@ -1,6 +1,6 @@
 """Checks Prometheus text exposition format (version 0.0.4) on stdin:
-HELP and TYPE lines before a metric's samples, valid metric and label
-names, escaped label values, numeric values. Exit 0 and "ok N samples"
+HELP and TYPE lines before a metric's samples, once each, valid metric and
+label names, escaped label values, numeric values, no series twice. Exit 0 and "ok N samples"
 if it holds, else 1 and the first problem."""
 import re
 import sys
@@ -9,7 +9,7 @@ NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
 SAMPLE = re.compile(rf"^({NAME})(\{{{LABEL}(?:,{LABEL})*\}})? "
                     r"(-?[0-9.eE+-]+|NaN|[+-]Inf)$")
-typed, helped, samples = {}, set(), 0
+typed, helped, samples, series = {}, set(), 0, set()
 for n, line in enumerate(sys.stdin.read().splitlines(), 1):
     if line.startswith("# HELP "):
         name = line.split()[2]
@@ -36,6 +36,9 @@ for n, line in enumerate(sys.stdin.read().splitlines(), 1):
         if typed[m.group(1)] == "counter" and not m.group(1).endswith("_total"):
             sys.exit(f"line {n}: counter without _total: {line}")
         float(m.group(3))
+        if (m.group(1), m.group(2)) in series:
+            sys.exit(f"line {n}: the same series twice: {line}")
+        series.add((m.group(1), m.group(2)))
         samples += 1
 if samples == 0:
     sys.exit("no samples")
