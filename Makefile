@@ -51,11 +51,13 @@ $(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
 	$(CC) $(CFLAGS) $(HP_CFLAGS) -c $< -o $@
 
 # The library from objects $(1): the malloc family and the public API
-# exported, nothing else; every symbol resolved at link time.
+# exported, nothing else; every symbol resolved at link time. Beside it,
+# the soname's link, which programs linked with -lhugepreload load.
 LINK_LIB = $(CC) -shared -o $@ $(1) $(BUILD)/libjemalloc_hp.a \
 	-Wl,--version-script=src/exports.map \
 	-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so.$(SOVERSION) \
-	-lunwind -lpthread -ldl
+	-lunwind -lpthread -ldl && \
+	ln -sf $(@F) $(@D)/libhugepreload.so.$(SOVERSION)
 
 $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 	$(call LINK_LIB,$(OBJS))
@@ -187,7 +189,9 @@ test:
 tests: all $(TEST_BINS) $(TEST_FILES) $(BUILD)/reference.md $(DEBUG)/libhugepreload.so \
     $(DEBUG)/test_contract $(DBG_FILES)
 
-check-debug: $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
+check-debug:
+	scripts/setup-deps test
+	$(MAKE) $(DEBUG)/libhugepreload.so $(DEBUG)/test_contract $(DBG_FILES)
 	scripts/run-tests $(DEBUG)
 
 # CPython's regression suite with and without the library (not part of

@@ -383,28 +383,67 @@ static void to_fd(void *ctx, const char *s, size_t n) {
 	}
 }
 
+/* When this run began, CLOCK_REALTIME: the start of this process's group
+ * leader (the service's main process, the shell job: workers it forks,
+ * and children run one after another, are in its group), from
+ * /proc/PGID/stat, less two clock ticks for the kernel's coarse file
+ * times; this process's own start if the leader is gone. */
+static uint64_t run_start_ns(void) {
+	char path[48], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)getpgrp());
+	ssize_t n = hp_read_file(path, buf, sizeof buf);
+	const char *p = n > 0 ? strrchr(buf, ')') : NULL;
+	unsigned long long ticks = 0;
+	/* Field 22, starttime; the fields after the name's ')' start at 3. */
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	long hz = sysconf(_SC_CLK_TCK);
+	struct timespec boot, real;
+	if (p == NULL || sscanf(p + 1, "%llu", &ticks) != 1 || hz <= 0 ||
+	    clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
+	    clock_gettime(CLOCK_REALTIME, &real) != 0)
+		return start_ns;
+	uint64_t since_boot = ticks * (1000000000ull / (uint64_t)hz);
+	uint64_t boot_ns = (uint64_t)boot.tv_sec * 1000000000ull +
+	    (uint64_t)boot.tv_nsec;
+	uint64_t real_ns = (uint64_t)real.tv_sec * 1000000000ull +
+	    (uint64_t)real.tv_nsec;
+	uint64_t slack = 2 * (1000000000ull / (uint64_t)hz);
+	if (since_boot > boot_ns || real_ns < boot_ns - since_boot + slack)
+		return start_ns;
+	return real_ns - (boot_ns - since_boot) - slack;
+}
+
 /* Whether stats_file (open as fd, locked) was written by another process
- * while this one ran (its mtime is later than this process's start): -1
- * if not (empty, or left by an earlier run), else how many processes'
- * counters it holds (the first line each format prints, counted). */
+ * of this run (its mtime is later than the run's start): -1 if not
+ * (empty, or left by an earlier run), else how many processes' counters it
+ * holds (the first line each format prints, counted). Read, not mapped: a
+ * file cut short meanwhile (logrotate) must not fault. */
 static int shared_blocks(int fd) {
 	static const char *const first[] = {"hugepreload stats: pid ",
 	    "{\"pid\": ", "hugepreload_info{pid="};
 	struct stat st;
 	if (hp_os_fstat(fd, &st) != 0 || st.st_size == 0 ||
 	    (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
-	    (uint64_t)st.st_mtim.tv_nsec < start_ns)
+	    (uint64_t)st.st_mtim.tv_nsec < run_start_ns())
 		return -1;
-	int n = 0;
 	const char *marker = first[hp_conf.stats_format];
-	char *p = hp_os_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
-	    fd, 0);
-	if (p != MAP_FAILED) {
-		size_t len = (size_t)st.st_size, mlen = strlen(marker);
-		for (char *q = p; (q = memmem(q, len - (size_t)(q - p), marker,
-		    mlen)) != NULL; q += mlen)
+	size_t mlen = strlen(marker), have = 0;
+	char buf[4096];
+	int n = 0;
+	for (;;) {
+		ssize_t got = hp_os_read(fd, buf + have, sizeof buf - have);
+		if (got <= 0)
+			break;
+		have += (size_t)got;
+		for (char *q = buf; (q = memmem(q, have - (size_t)(q - buf),
+		    marker, mlen)) != NULL; q += mlen)
 			n++;
-		hp_os_munmap(p, len);
+		/* Keep a marker's length less one: one cut in two is found
+		 * whole next time, none is counted twice. */
+		size_t keep = have < mlen - 1 ? have : mlen - 1;
+		memmove(buf, buf + have - keep, keep);
+		have = keep;
 	}
 	return n;
 }

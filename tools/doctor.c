@@ -301,10 +301,13 @@ static void diagnose(doctor_t *d) {
 		warn(d, "echo advise > " THP "shmem_enabled", "shmem_enabled=%s: "
 		    "the program's anonymous shared mappings (Python's "
 		    "mmap.mmap(-1, n)) stay on 4 KiB pages", d->shmem);
+	/* The policy as the library took it (a bad or repeated item
+	 * resolved its way), else as given. */
+	const char *policy = d->asked ? d->policy : d->conf;
 	char backing[32], size[16], collapse[16];
-	conf_value(d->conf, "backing", backing, sizeof backing);
-	conf_value(d->conf, "hugetlb_size", size, sizeof size);
-	conf_value(d->conf, "collapse", collapse, sizeof collapse);
+	conf_value(policy, "backing", backing, sizeof backing);
+	conf_value(policy, "hugetlb_size", size, sizeof size);
+	conf_value(policy, "collapse", collapse, sizeof collapse);
 	long kb = strcmp(size, "1g") == 0 ? 1 << 20 : 2048;
 	const pool_t *p = pool(d, kb);
 	if (kb == 1 << 20 && p == NULL)

@@ -70,7 +70,30 @@ static int open_page(long pid, unsigned long start, unsigned long end,
 	return fd;
 }
 
-/* One consistent copy of the page (the library's seqlock), checked. */
+/* pid as the process itself sees it: the last of NSpid in
+ * /proc/PID/status (in a container, its own namespace's), else pid. */
+static long own_pid(long pid) {
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%ld/status", pid);
+	FILE *f = fopen(path, "re");
+	long last = pid;
+	while (f && fgets(line, sizeof line, f)) {
+		if (strncmp(line, "NSpid:", 6) != 0)
+			continue;
+		char *p = line + 6, *end;
+		for (long v; (v = strtol(p, &end, 10)), end != p; p = end)
+			last = v;
+		break;
+	}
+	if (f)
+		fclose(f);
+	return last;
+}
+
+/* One consistent copy of the page (the library's seqlock), checked: the
+ * page is this process's (the pid the library wrote is the process's own,
+ * also in a container), and is labelled with the pid given, unique on
+ * this host. */
 static bool load(int fd, off_t off, long pid, hp_stats_t *st) {
 	hp_stats_t buf;
 	uint64_t seq;
@@ -81,8 +104,12 @@ static bool load(int fd, off_t off, long pid, hp_stats_t *st) {
 		    (buf.seq & 1) || pread(fd, &seq, sizeof seq, off +
 		    (off_t)offsetof(hp_stats_t, seq)) != (ssize_t)sizeof seq)
 			continue;
-		if (seq == buf.seq)
-			return buf.pid == pid && hp_stats_copy(&buf, st);
+		if (seq != buf.seq)
+			continue;
+		if (buf.pid != pid && buf.pid != own_pid(pid))
+			return false;
+		buf.pid = pid;
+		return hp_stats_copy(&buf, st);
 	}
 	return false;
 }
@@ -281,8 +308,9 @@ static void comm(long pid, char *out, size_t n) {
 		fclose(f);
 }
 
-/* The processes that have the counters' page, by pid. */
-static size_t list_pids(long **out) {
+/* The processes that have the counters' page, by pid; *refused counts
+ * those whose maps this user may not read (permission). */
+static size_t list_pids(long **out, size_t *refused) {
 	DIR *d = opendir("/proc");
 	size_t n = 0, cap = 64;
 	long *v = malloc(cap * sizeof *v);
@@ -291,10 +319,18 @@ static size_t list_pids(long **out) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
 		unsigned long a, b;
-		if (*end != '\0' || pid <= 0 || find_page(pid, &a, &b) != 1)
+		if (*end != '\0' || pid <= 0)
 			continue;
-		if (n == cap && (v = realloc(v, (cap *= 2) * sizeof *v)) == NULL)
-			break;
+		int found = find_page(pid, &a, &b);
+		*refused += found < 0 && (errno == EACCES || errno == EPERM);
+		if (found != 1)
+			continue;
+		if (n == cap) {
+			long *w = realloc(v, (cap *= 2) * sizeof *v);
+			if (w == NULL)
+				break;
+			v = w;
+		}
 		v[n++] = pid;
 	}
 	if (d)
@@ -368,9 +404,10 @@ static void merge_prom(buf_t *all, buf_t *out) {
 /* hugepreload stat --all: every process under the library. */
 static int stat_all(hp_format_t fmt, const char *file) {
 	long *pids;
-	size_t n = list_pids(&pids);
+	size_t refused = 0;
+	size_t n = list_pids(&pids, &refused);
 	buf_t out = {0}, prom = {0};
-	size_t shown = 0, refused = 0;
+	size_t shown = 0;
 	if (fmt == HP_FMT_TEXT)
 		hp_outf(put, &out, "%8s %-16s %12s %14s %12s %13s %10s\n", "PID", "NAME",
 		    "HUGE_MIB", "MMAP_HUGE_MIB", "LIVE_MIB", "STRANDED_MIB",
@@ -415,9 +452,10 @@ static int stat_all(hp_format_t fmt, const char *file) {
 	if (fmt == HP_FMT_PROM)
 		merge_prom(&prom, &out);
 	if (refused)
-		fprintf(stderr, "hugepreload: %zu process%s under hugepreload not "
-		    "shown: permission (their users and root can read them)\n",
-		    refused, refused == 1 ? "" : "es");
+		fprintf(stderr, "hugepreload: %zu process%s not looked at: permission "
+		    "(this user may not read %s; root reads every process)\n",
+		    refused, refused == 1 ? "" : "es", refused == 1 ? "it" :
+		    "them");
 	int rc = write_out(&out, file);
 	free(out.p);
 	free(prom.p);

@@ -6,7 +6,7 @@
  * DIR/etc/systemd/system/UNIT.service.d/hugepreload.conf (DIR "" unless
  * --root, as systemctl's), made from the installed hugepreload.conf with
  * the library's path as this command finds it and, with --conf, that
- * policy. Then systemd is reloaded where it runs (/run/systemd/system
+ * policy (a '%' in them written "%%", which systemd makes '%' again). Then systemd is reloaded where it runs (/run/systemd/system
  * exists, and no --root); elsewhere a line says so.
  */
 #define _GNU_SOURCE
@@ -128,6 +128,15 @@ static int failed(const char *what, const char *path) {
 	return 1;
 }
 
+/* A value in a unit file: systemd expands %-specifiers there, so a '%'
+ * (stats_file:/var/log/hp.%p) is written "%%" to reach the program. */
+static void put_value(FILE *f, const char *key, const char *v) {
+	fprintf(f, "Environment=%s=", key);
+	for (; *v; v++)
+		fputs(*v == '%' ? "%%" : (char[]){*v, '\0'}, f);
+	fputc('\n', f);
+}
+
 int hp_cli_enable(int argc, char **argv) {
 	unit_t u;
 	int rc = parse(argc, argv, true, &u);
@@ -162,10 +171,10 @@ int hp_cli_enable(int argc, char **argv) {
 	char line[1024];
 	while (fgets(line, sizeof line, in)) {
 		if (strncmp(line, "Environment=LD_PRELOAD=", 23) == 0)
-			fprintf(out, "Environment=LD_PRELOAD=%s\n", lib);
+			put_value(out, "LD_PRELOAD", lib);
 		else if (u.conf && strncmp(line, "Environment=HUGEPRELOAD_CONF=",
 		    29) == 0)
-			fprintf(out, "Environment=HUGEPRELOAD_CONF=%s\n", u.conf);
+			put_value(out, "HUGEPRELOAD_CONF", u.conf);
 		else
 			fputs(line, out);
 	}

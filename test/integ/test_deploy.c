@@ -193,7 +193,8 @@ Test(deploy, dropin_verified_and_round_trips) {
 	    "{ echo no-systemd; exit 0; }; U=$T/etc/systemd/system; mkdir -p $U; "
 	    "printf '[Unit]\\nDescription=sample\\n[Service]\\n"
 	    "ExecStart=/bin/sleep 1\\n' > $U/sample.service; "
-	    "$HP enable sample --root $T --conf lifetime:off,stats_print:true; "
+	    "$HP enable sample --root $T --conf lifetime:off,stats_print:true,"
+	    "stats_file:/var/log/hp.%p; "
 	    "echo rc=$?; F=$U/sample.service.d/hugepreload.conf; "
 	    "grep '^Environment=' $F; "
 	    "SYSTEMD_UNIT_PATH=$U: systemd-analyze verify $U/sample.service "
@@ -212,8 +213,9 @@ Test(deploy, dropin_verified_and_round_trips) {
 	cr_assert(strstr(r.out, "rc=0\n"), "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "Environment=LD_PRELOAD=/"), "%s", r.out);
 	cr_assert(strstr(r.out, "/libhugepreload.so\n"), "%s", r.out);
+	/* systemd expands %-specifiers: "%%p" reaches the program as "%p". */
 	cr_assert(strstr(r.out, "Environment=HUGEPRELOAD_CONF=lifetime:off,"
-	    "stats_print:true\n"), "%s", r.out);
+	    "stats_print:true,stats_file:/var/log/hp.%%p\n"), "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "verify"), 0, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "verify_lines"), 0, "%s", r.out);
 	cr_assert_geq(hp_kv(&r, "spoiled_seen"), 1, "%s", r.out);
@@ -225,8 +227,9 @@ Test(deploy, dropin_verified_and_round_trips) {
 	hp_run_free(&r);
 }
 
-/* The drop-in the library is installed with names the files it shows. */
-Test(deploy, dropin_example_is_the_installed_one) {
+/* The repository's drop-in names the package's library path and sets
+ * no policy (install writes its own PREFIX's path in; see above). */
+Test(deploy, dropin_example_names_the_package_paths) {
 	hp_run_t r = hp_script(ROOT "grep -c '^Environment=LD_PRELOAD=/usr/lib/"
 	    "x86_64-linux-gnu/hugepreload/libhugepreload.so$' $R/hugepreload.conf;"
 	    " grep -c '^Environment=HUGEPRELOAD_CONF=$' $R/hugepreload.conf", NULL);
@@ -446,25 +449,31 @@ Test(messages, one_line_per_process_with_pid_and_name) {
 }
 
 /* stats_file without %p, shared by a tree: the counters of every process
- * that prints them are in it (added, not replaced), and one line, once,
- * says it is shared. */
+ * that prints them are in it (added, not replaced), three children at
+ * once or two one after the other, and one line, once, says it is shared.
+ * A later run (its own process group: setsid) replaces it. */
 Test(messages, shared_stats_file_said_once) {
-	hp_run_t r = hp_script("LD_PRELOAD=${B}libhugepreload.so "
-	    "HUGEPRELOAD_CONF=stats_print:true,stats_file:$T/s "
-	    "sh -c 'for i in 1 2 3; do '${B}place_large' 8 > /dev/null & done; "
-	    "wait' 2> $T/err; cat $T/err >&2; "
+	hp_run_t r = hp_script("run() { f=$1; shift; "
+	    "LD_PRELOAD=${B}libhugepreload.so "
+	    "HUGEPRELOAD_CONF=stats_print:true,stats_file:$T/$f \"$@\"; }; "
+	    "run s sh -c 'for k in 1 2 3; do '${B}place_large' 8 > /dev/null & "
+	    "done; wait' 2> $T/err; cat $T/err >&2; "
 	    "echo blocks=$(grep -c '^hugepreload stats: pid' $T/s); "
 	    "echo said=$(grep -c 'is shared by several processes' $T/err); "
-	    "LD_PRELOAD=${B}libhugepreload.so "
-	    "HUGEPRELOAD_CONF=stats_print:true,stats_file:$T/s "
-	    "${B}place_large 8 > /dev/null 2> $T/err2; "
+	    "run q sh -c ''${B}place_large' 8 > /dev/null; "
+	    "'${B}place_large' 8 > /dev/null' 2> $T/err; cat $T/err >&2; "
+	    "echo seq_blocks=$(grep -c '^hugepreload stats: pid' $T/q); "
+	    "echo seq_said=$(grep -c 'is shared by several processes' $T/err); "
+	    "run s setsid ${B}place_large 8 > /dev/null 2> $T/err2; "
 	    "echo next_run=$(grep -c '^hugepreload stats: pid' $T/s); "
 	    "echo next_said=$(grep -c shared $T/err2)", NULL);
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
-	cr_assert_geq(hp_kv(&r, "blocks"), 3, "its three children: %s%s", r.out,
+	cr_assert_eq(hp_kv(&r, "blocks"), 3, "its three children: %s%s", r.out,
 	    r.err);
 	cr_assert_eq(hp_kv(&r, "said"), 1, "%s%s", r.out, r.err);
-	/* A later run replaces the file: it is not shared with that one. */
+	cr_assert_eq(hp_kv(&r, "seq_blocks"), 2, "one after the other: %s%s",
+	    r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "seq_said"), 1, "%s%s", r.out, r.err);
 	cr_assert_eq(hp_kv(&r, "next_run"), 1, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "next_said"), 0, "%s", r.out);
 	hp_run_free(&r);
@@ -481,5 +490,27 @@ Test(deploy, plain_make_installs_no_package) {
 	cr_assert_eq(hp_kv(&r, "rc"), 0, "%s%s", r.out, r.err);
 	cr_assert_geq(hp_kv(&r, "commands"), 20, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "installers"), 0, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* A process in a PID namespace (a container) writes its own pid in its
+ * counters' page; stat finds it by the host's pid and labels it so. */
+Test(fleet, process_in_a_pid_namespace) {
+	hp_run_t r = hp_script("unshare --pid --fork true 2>/dev/null || "
+	    "{ echo no-unshare; exit 0; }; "
+	    "unshare --pid --fork $HP -- ${B}sleeper > $T/out & u=$!; "
+	    "until_ok grep -q '^child=' $T/out; "
+	    "h=$(pgrep -P $u); trap 'kill $h 2>/dev/null; rm -rf $T' EXIT; "
+	    "echo own=$(sed -n 's/^pid=//p' $T/out); echo host=$h; "
+	    "until_ok $HP stat $h > /dev/null 2>&1; $HP stat $h --prometheus | "
+	    "grep -c \"^hugepreload_info{pid=\\\"$h\\\"\" | sed 's/^/labelled=/'; "
+	    "$HP stat --all | awk -v h=$h '$1 == h { n++ } END { print \"all=\" n }'",
+	    NULL);
+	if (strstr(r.out, "no-unshare"))
+		cr_skip_test("no PID namespaces here (unshare --pid failed)");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_neq(hp_kv(&r, "own"), hp_kv(&r, "host"), "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "labelled"), 1, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "all"), 1, "%s%s", r.out, r.err);
 	hp_run_free(&r);
 }

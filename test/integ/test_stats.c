@@ -211,14 +211,19 @@ Test(stats, readable_by_its_user_and_root_only) {
 	    "until_ok $HP stat $pid >/dev/null 2>&1; echo root=$?; "
 	    "$U $HP stat $pid >/dev/null; echo own=$?; "
 	    "$V $HP stat $pid >/dev/null 2>$T/err; echo other=$?; cat $T/err; "
+	    "$V $HP stat --all 2>&1 >/dev/null | grep -c 'not looked at: "
+	    "permission' | sed 's/^/all_says=/'; "
 	    "kill $pid; wait", NULL);
 	if (strstr(r.out, "no-access"))
 		cr_skip_test("the build directory is not readable by nobody");
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "root=0\n"), "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "other=1\n") && strstr(r.out,
-	    "cannot read process") && strstr(r.out, "Permission denied"),
+	    "cannot read process") && strstr(r.out, "Permission denied") &&
+	    strstr(r.out, "(permission: its user and root can read it)"),
 	    "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "all_says=1\n"), "stat --all: %s%s", r.out,
+	    r.err);
 	long scope = -1;
 	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
 	if (f) {
