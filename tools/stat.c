@@ -452,10 +452,10 @@ static int stat_all(hp_format_t fmt, const char *file) {
 	if (fmt == HP_FMT_PROM)
 		merge_prom(&prom, &out);
 	if (refused)
-		fprintf(stderr, "hugepreload: %zu process%s not looked at: permission "
-		    "(this user may not read %s; root reads every process)\n",
-		    refused, refused == 1 ? "" : "es", refused == 1 ? "it" :
-		    "them");
+		fprintf(stderr, "hugepreload: %zu process%s not looked at: "
+		    "permission (this user may not read %s memory map%s)\n",
+		    refused, refused == 1 ? "" : "es", refused == 1 ? "its" :
+		    "their", refused == 1 ? "" : "s");
 	int rc = write_out(&out, file);
 	free(out.p);
 	free(prom.p);
