@@ -172,15 +172,20 @@ Test(deploy, reference_is_generated) {
 }
 
 /* The README is the front door: at most 12 KB, the fresh-machine
- * commands first. */
+ * commands first, and its short key table has every key --help lists. */
 Test(deploy, readme_front_door) {
 	hp_run_t r = hp_script(ROOT "echo bytes=$(wc -c < $R/README.md); "
 	    "grep -n -m1 'make demo' $R/README.md | cut -d: -f1 | "
 	    "sed 's/^/demo_line=/'; grep -n -m1 'make test' $R/README.md | "
-	    "cut -d: -f1 | sed 's/^/test_line=/'", NULL);
+	    "cut -d: -f1 | sed 's/^/test_line=/'; n=0; for k in $($HP --help | "
+	    "sed -n 's/^  \\([a-z_]*\\) .*(default.*/\\1/p'); do "
+	    "grep -q \"^| \\`$k\\` |\" $R/README.md || "
+	    "{ echo missing key $k; n=$((n + 1)); }; done; echo missing=$n",
+	    NULL);
 	cr_assert_leq(hp_kv(&r, "bytes"), 12288, "%s", r.out);
 	cr_assert_leq(hp_kv(&r, "demo_line"), 30, "%s", r.out);
 	cr_assert_leq(hp_kv(&r, "test_line"), 30, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "missing"), 0, "%s", r.out);
 	hp_run_free(&r);
 }
 
