@@ -501,13 +501,14 @@ Test(deploy, plain_make_installs_no_package) {
 }
 
 /* A process in a PID namespace (a container) writes its own pid in its
- * counters' page; stat finds it by the host's pid and labels it so. */
+ * counters' page; stat finds it by the host's pid and labels it so. (It
+ * is its namespace's init, which ignores SIGTERM: SIGKILL ends it.) */
 Test(fleet, process_in_a_pid_namespace) {
 	hp_run_t r = hp_script("unshare --pid --fork true 2>/dev/null || "
 	    "{ echo no-unshare; exit 0; }; "
 	    "unshare --pid --fork $HP -- ${B}sleeper > $T/out & u=$!; "
 	    "until_ok grep -q '^child=' $T/out; "
-	    "h=$(pgrep -P $u); trap 'kill $h 2>/dev/null; rm -rf $T' EXIT; "
+	    "h=$(pgrep -P $u); trap 'kill -9 $h 2>/dev/null; rm -rf $T' EXIT; "
 	    "echo own=$(sed -n 's/^pid=//p' $T/out); echo host=$h; "
 	    "until_ok $HP stat $h > /dev/null 2>&1; $HP stat $h --prometheus | "
 	    "grep -c \"^hugepreload_info{pid=\\\"$h\\\"\" | sed 's/^/labelled=/'; "
