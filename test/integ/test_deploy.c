@@ -458,7 +458,10 @@ Test(messages, one_line_per_process_with_pid_and_name) {
 /* stats_file without %p, shared by a tree: the counters of every process
  * that prints them are in it (added, not replaced), three children at
  * once or two one after the other, and one line, once, says it is shared.
- * A later run (its own process group: setsid) replaces it. */
+ * A later run (its own process group: setsid) replaces it; the file is
+ * dated a minute back first, as an earlier run's is, since a run starting
+ * within two clock ticks of another's last write counts as the same run
+ * (file times are coarse). */
 Test(messages, shared_stats_file_said_once) {
 	hp_run_t r = hp_script("run() { f=$1; shift; "
 	    "LD_PRELOAD=${B}libhugepreload.so "
@@ -471,6 +474,7 @@ Test(messages, shared_stats_file_said_once) {
 	    "'${B}place_large' 8 > /dev/null' 2> $T/err; cat $T/err >&2; "
 	    "echo seq_blocks=$(grep -c '^hugepreload stats: pid' $T/q); "
 	    "echo seq_said=$(grep -c 'is shared by several processes' $T/err); "
+	    "touch -d '1 minute ago' $T/s; "
 	    "run s setsid ${B}place_large 8 > /dev/null 2> $T/err2; "
 	    "echo next_run=$(grep -c '^hugepreload stats: pid' $T/s); "
 	    "echo next_said=$(grep -c shared $T/err2)", NULL);
