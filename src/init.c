@@ -91,11 +91,12 @@ static void start(void) {
 	hp_slot_init(threshold, huge && hp_conf.lifetime != HP_LIFETIME_OFF ?
 	    hp_conf.lifetime_sample : 0);
 	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
-	/* The program's own mappings: advised unless backing:none. */
+	hp_stats_init();
+	/* The program's own mappings: advised unless backing:none (after the
+	 * counters' header, which their first advice publishes). */
 	__atomic_store_n(&hp_mmap_threshold, hp_conf.backing ==
 	    HP_BACKING_NONE ? SIZE_MAX : hp_conf.mmap_threshold,
 	    __ATOMIC_RELEASE);
-	hp_stats_init();
 }
 
 /* True once start-up is done; false inside start-up on its own thread. */

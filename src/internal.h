@@ -235,6 +235,7 @@ void hp_stats_refresh(bool enforce);
  * last refresh (mallctl's "stats.resident"). */
 uint64_t hp_stats_heap_resident(void);
 void hp_stats_start_thread(void);
+void hp_stats_mmap_changed(void);   /* mmap.c advised a mapping */
 void hp_stats_atfork_child(void);
 void hp_heap_totals(hp_heap_t *h);
 

@@ -120,23 +120,30 @@ static bool shared(int flags) {
 	    (flags & MAP_TYPE) == MAP_SHARED_VALIDATE;
 }
 
-/* Advice, record and counts of the program's new mapping [p, p + len). */
+/* Advice, record and counts of the program's new mapping [p, p + len):
+ * advised before MAP_POPULATE's pages are faulted in, so they are huge. */
 static void advise(uintptr_t p, size_t len, int prot, int flags) {
 	hp_os_madvise((void *)p, len, MADV_HUGEPAGE);
-	if (prot == PROT_NONE)
+	if (private(flags) && prot == PROT_NONE)
 		remember(p, p + page_up(len));
 	if (flags & MAP_POPULATE)
 		hp_os_madvise((void *)p, len, (prot & PROT_WRITE) ?
 		    MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-	count(&hp_mmap_counts.mappings, 1);
-	count(&hp_mmap_counts.advised_bytes, page_up(len));
-	hp_stats_start_thread();           /* once: counters for stat */
+	if (shared(flags)) {
+		count(&hp_mmap_counts.shared, 1);
+		count(&hp_mmap_counts.shared_bytes, page_up(len));
+	} else {
+		count(&hp_mmap_counts.mappings, 1);
+		count(&hp_mmap_counts.advised_bytes, page_up(len));
+	}
+	hp_stats_mmap_changed();
 }
 
-/* The program's mapping at an address it hinted (the JVM asks for its
- * heap where compressed pointers reach): the kernel's placement, kept;
- * advised all the same (its aligned 2 MiB blocks get huge pages). */
-static void *map_hinted(void *addr, size_t len, int prot, int flags,
+/* The program's mapping where the kernel puts it, advised: at an address
+ * the program hinted (the JVM asks for its heap where compressed pointers
+ * reach; its aligned 2 MiB blocks get huge pages), and shared memory,
+ * which the kernel aligns itself when shmem THP can back it. */
+static void *map_advised(void *addr, size_t len, int prot, int flags,
     int fd, off_t off) {
 	int saved = errno;
 	void *p = hp_os_mmap(addr, len, prot, flags & ~MAP_POPULATE, fd, off);
@@ -182,19 +189,10 @@ static void *map_huge(size_t len, int prot, int flags, int fd, off_t off) {
 
 HP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
     off_t off) {
-	if (eligible(len, flags, off) && private(flags))
-		return addr == NULL ? map_huge(len, prot, flags, fd, off) :
-		    map_hinted(addr, len, prot, flags, fd, off);
+	if (eligible(len, flags, off) && (private(flags) || shared(flags)))
+		return addr == NULL && private(flags) ? map_huge(len, prot, flags,
+		    fd, off) : map_advised(addr, len, prot, flags, fd, off);
 	void *p = hp_os_mmap(addr, len, prot, flags, fd, off);
-	if (p != MAP_FAILED && eligible(len, flags, off) && shared(flags)) {
-		int saved = errno;
-		hp_os_madvise(p, len, MADV_HUGEPAGE);
-		count(&hp_mmap_counts.shared, 1);
-		count(&hp_mmap_counts.shared_bytes, page_up(len));
-		hp_stats_start_thread();
-		errno = saved;
-		return p;
-	}
 	/* Committed with MAP_FIXED inside a reservation advised here: the
 	 * new area is advised too (MAP_SHARED and file mappings excepted). */
 	if (p != MAP_FAILED && (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) &&

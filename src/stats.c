@@ -12,8 +12,9 @@
  * Nothing here runs on a fast path: a maintenance thread refreshes the
  * page every second and applies strand_limit; malloc_trim and exit
  * refresh it too. Page and thread come with the first huge-class
- * allocation or the first of the program's own mappings advised (mmap.c),
- * so the many short processes that do neither make neither.
+ * allocation, so the many short processes that never use the huge class
+ * make neither; a program's own advised mappings (mmap.c) make the page
+ * alone and publish their counters as they happen.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -289,20 +290,11 @@ uint64_t hp_stats_heap_resident(void) {
 static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64];
-	decay[0] = '\0';
+	snprintf(decay, sizeof decay, "arena.%u.decay", hp_huge_arena());
 	long ms = hp_conf.maintain_ms;
 	for (;;) {
 		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
 		nanosleep(&t, NULL);
-		/* Started by the program's own mappings (mmap.c) before any
-		 * huge-class allocation: only the counters until there is one. */
-		unsigned huge = hp_huge_arena();
-		if (huge == HP_NO_ARENA) {
-			hp_stats_refresh(false);
-			continue;
-		}
-		if (decay[0] == '\0')
-			snprintf(decay, sizeof decay, "arena.%u.decay", huge);
 		/* Purge what the decay curve says is due, so that free pages
 		 * go back at this pace whatever jemalloc's own thread does. */
 		hp_backing_poll();
@@ -323,8 +315,7 @@ static void *maintain(void *arg) {
 	return NULL;
 }
 
-/* With the huge class's first allocation (huge.c), or the first of the
- * program's mappings advised (mmap.c). */
+/* With the huge class's first allocation (see huge.c). */
 void hp_stats_start_thread(void) {
 	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
 		return;
@@ -347,6 +338,18 @@ void hp_stats_start_thread(void) {
 		    hp_strerror(err));
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The program advised a mapping of its own (mmap.c): its counters are
+ * published at once, the page made on the first. No thread: a process
+ * that only maps memory stays single-threaded (huge.c says why). */
+void hp_stats_mmap_changed(void) {
+	hp_lock(&refresh_lock);
+	if (shm == NULL)
+		open_page();
+	memcpy(&local.mmap, (const void *)&hp_mmap_counts, sizeof local.mmap);
+	publish();
+	hp_unlock(&refresh_lock);
 }
 
 /* At start-up: the header. */

@@ -201,8 +201,10 @@ Test(mmap, no_room_to_align_maps_as_asked) {
  * mappings (one private, one shared) and their bytes, and the kernel's
  * figures for them (smaps: resident, and on huge pages, AnonHugePages
  * and ShmemPmdMapped) are the ones the program's own smaps shows; the
- * Prometheus exposition passes the format check. The counters are those
- * of the last refresh (every maintain_ms): polled until both are in. */
+ * Prometheus exposition passes the format check. The mapping counters
+ * are published as each mapping is advised (polled all the same), and
+ * the program, which never used the huge class, has no thread of the
+ * library's. */
 Test(mmap, stat_shows_the_programs_mappings, .fini = restore) {
 	madvise_mode();
 	hp_knob_require(&shmem, THP_SHMEM, "advise");
@@ -226,7 +228,8 @@ Test(mmap, stat_shows_the_programs_mappings, .fini = restore) {
 	    "resident=%%d\\nhuge=%%d\" %% (m[\"mappings\"], m[\"shared\"], "
 	    "m[\"advised_bytes\"], m[\"shared_bytes\"], "
 	    "k[\"mmap_resident_bytes\"], k[\"mmap_huge_bytes\"]))' $T/j; "
-	    "$HP stat $pid --prometheus | python3 ${B}promcheck.py",
+	    "$HP stat $pid --prometheus | python3 ${B}promcheck.py; "
+	    "echo threads=$(ls /proc/$pid/task | wc -l)",
 	    hp_path("hugepreload"), hp_path(""));
 	const char *argv[] = {"/bin/sh", "-c", s, NULL};
 	hp_run_t r = hp_run(argv, NULL, false, NULL);
@@ -243,5 +246,6 @@ Test(mmap, stat_shows_the_programs_mappings, .fini = restore) {
 	cr_assert_geq(hp_kv(&r, "huge"), 0.9 * hp_kv(&r, "resident"), "%s",
 	    r.out);
 	cr_assert(strstr(r.out, "ok "), "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "threads"), 1, "%s", r.out);
 	hp_run_free(&r);
 }
