@@ -73,8 +73,17 @@ CONFIGS = {
     "hugepreload-learn": ({"LD_PRELOAD": os.path.join(BUILD,
                                                       "libhugepreload.so"),
                            "HUGEPRELOAD_CONF": "lifetime:learn,"
+                                               "long_lived:mimalloc,"
                                                "lifetime_record:{prof}"},
-                          False, "hugepreload, lifetime:learn"),
+                          False, "hugepreload, lifetime:learn, "
+                                 "long_lived:mimalloc (the default)"),
+    # The other long_lived setting, beside it in the same run.
+    "hugepreload-learn-je": ({"LD_PRELOAD": os.path.join(BUILD,
+                                                         "libhugepreload.so"),
+                              "HUGEPRELOAD_CONF": "lifetime:learn,"
+                                                  "long_lived:jemalloc"},
+                             False, "hugepreload, lifetime:learn, "
+                                    "long_lived:jemalloc"),
     "hugepreload-replay": ({"LD_PRELOAD": os.path.join(BUILD,
                                                        "libhugepreload.so"),
                             "HUGEPRELOAD_CONF": "lifetime:replay,"
@@ -85,7 +94,8 @@ CONFIGS = {
 
 # Configurations run only when asked for (--configs): not in the default
 # set until their issue's targets are measured.
-OPTIONAL = {"hugepreload-off", "hugepreload-learn", "hugepreload-replay"}
+OPTIONAL = {"hugepreload-off", "hugepreload-learn", "hugepreload-learn-je",
+            "hugepreload-replay"}
 OUTDIR = None
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 QUICK_CONFIGS = ["glibc", "control", "jemalloc-thp", "mimalloc-large",

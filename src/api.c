@@ -9,7 +9,8 @@ HP_EXPORT const char *hugepreload_version(void) {
 HP_EXPORT int hugepreload_class(const void *p) {
 	if (p == NULL || !hp_init())
 		return HUGEPRELOAD_CLASS_NONE;
-	return hp_region_contains(p) ? HUGEPRELOAD_CLASS_HUGE :
+	return hp_region_contains(p) || hp_ll_contains(p) ?
+	    HUGEPRELOAD_CLASS_HUGE :
 	    HUGEPRELOAD_CLASS_SMALL;
 }
 

@@ -237,6 +237,35 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 	return len;
 }
 
+/*
+ * The long-lived class's arenas (longlived.c), which mimalloc commits
+ * and gives back itself in whole 32 MiB segments. From the 2 MiB pool: a
+ * multiple of unit, at most max bytes and half the pool's free pages (the
+ * huge class takes the pool too); returns the bytes mapped, 0 for none.
+ */
+size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
+	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
+		return 0;
+	long avail = hp_backing_pool_avail(HP_HUGE);
+	size_t take = avail > 0 ? (size_t)avail / 2 * HP_HUGE : 0;
+	take = (take < max ? take : max) / unit * unit;
+	for (; take >= unit; take = take / 2 / unit * unit)
+		if (map_hugetlb(addr, take, HP_HUGE))
+			return take;
+	__atomic_fetch_add(&hp_fallbacks.pool_empty, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* The rest stays PROT_NONE, advised as the huge class's THP or 4 KiB
+ * pages are; true if on THP. */
+bool hp_backing_advise(uintptr_t addr, size_t len) {
+	bool huge = hp_backing_thp_usable();
+	if (hp_conf.backing != HP_BACKING_NONE && !huge)
+		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
+	hp_os_madvise((void *)addr, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	return huge;
+}
+
 /* Gives back a run of whole, empty pages of one type; false if it could
  * not (mlock'ed memory, say). hugetlb pages are unmapped to PROT_NONE,
  * which returns them, and their reservation, to the pool. */

@@ -38,6 +38,7 @@
 #define HP_MMAP_MAX           TIB
 
 static const char *const lifetime_names[] = {"off", "learn", "replay", NULL};
+static const char *const long_lived_names[] = {"jemalloc", "mimalloc", NULL};
 
 /* A path of the policy (lifetime_record, stats_file) with "%p" made the
  * process id: one file per process of a service tree. */
@@ -211,6 +212,11 @@ const hp_option_t hp_options[] = {
     O("lifetime_profile", K_PATH, lifetime_profile, 0, 0, NULL, "a path",
       "", "none", "a site table loaded at start-up, so placement is right "
       "from the first allocation"),
+    O("long_lived", K_WORD, long_lived, 0, 0, long_lived_names,
+      "mimalloc|jemalloc", "mimalloc", "mimalloc", "what serves the small "
+      "objects of long-lived sites, on huge pages: mimalloc heaps in "
+      "arenas of their own (Debian's libmimalloc, loaded at the first "
+      "promotion), or the huge class's jemalloc arena"),
     O("maintain_ms", K_LONG, maintain_ms, HP_MAINT_MIN, HP_MAINT_MAX, NULL,
       "10..3600000", "1000", "1000", "how often the maintenance thread "
       "refreshes the live counters, drives the huge class's decay and "
@@ -380,10 +386,11 @@ int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
 	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
 	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld,maintain_ms:%ld,"
-	    "mmap_threshold:%s",
+	    "long_lived:%s,mmap_threshold:%s",
 	    c->large_threshold, backing_names[c->backing],
 	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
 	    "false", c->decay_ms, c->reserve, c->strand_limit,
 	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
-	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms, mmap_t);
+	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms,
+	    long_lived_names[c->long_lived], mmap_t);
 }

@@ -124,6 +124,8 @@ HP_EXPORT void *pvalloc(size_t size) {
 }
 
 HP_EXPORT size_t malloc_usable_size(void *p) {
+	if (hp_unlikely(hp_maybe_owned(p)))
+		return hp_usable_size(p);
 	return hp_je_malloc_usable_size(p);
 }
 

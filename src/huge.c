@@ -282,15 +282,8 @@ void *hp_huge_small(size_t size, bool zero) {
 		tcache_id = id + 1;
 		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
 	}
-	void *p = hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
+	return hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
 	    MALLOCX_TCACHE(tcache_id - 1) | (zero ? MALLOCX_ZERO : 0));
-	if (p != NULL) {
-		__atomic_fetch_add(&hp_lifetime_counts.placed_bytes, size,
-		    __ATOMIC_RELAXED);
-		__atomic_fetch_add(&hp_lifetime_counts.placed, 1,
-		    __ATOMIC_RELAXED);
-	}
-	return p;
 }
 
 void hp_huge_free(void *p) {

@@ -60,13 +60,17 @@ static void start(void) {
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
-	uintptr_t zone;
-	size_t zone_size;
-	bool huge = hp_region_init(hp_conf.reserve, hp_conf.lifetime !=
-	    HP_LIFETIME_OFF, &zone, &zone_size) && hp_huge_init(&hp_conf);
+	uintptr_t zone, ll;
+	size_t zone_size, ll_size;
+	bool lifetime = hp_conf.lifetime != HP_LIFETIME_OFF;
+	bool huge = hp_region_init(hp_conf.reserve, lifetime, lifetime &&
+	    hp_conf.long_lived == HP_LL_MIMALLOC ? HP_LL_SHARE : 0, &ll,
+	    &ll_size, &zone, &zone_size) && hp_huge_init(&hp_conf);
 	int why = errno;
-	if (huge)
+	if (huge) {
+		hp_ll_init(&hp_conf, ll, ll_size);
 		hp_lifetime_init(&hp_conf, zone, zone_size);
+	}
 	char chain[160];
 	hp_backing_describe(&sys, chain, sizeof chain);
 	/* One line: the policy when verbose, else only what went wrong. */

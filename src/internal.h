@@ -84,8 +84,8 @@ static inline bool hp_maybe_owned(const void *p) {
 static inline bool hp_owned(const void *p) {
 	return (uintptr_t)p - hp_owned_base < hp_owned_size;
 }
-bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
-    size_t *zone_size);
+bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
+    uintptr_t *ll, size_t *ll_size, uintptr_t *zone, size_t *zone_size);
 bool hp_region_owns(const void *addr, size_t len);
 void *hp_region_alloc(size_t size, size_t align, bool commit);
 void hp_region_release(void *addr, size_t len);
@@ -107,6 +107,9 @@ bool hp_resident_scan(hp_arena_stats_t *a);
 uint64_t hp_region_timing(bool on);
 size_t hp_region_enforce(size_t limit);
 void hp_region_prefork(void);
+/* Fork copies these 2 MiB hugetlb pages outside the region too, when the
+ * pool could not back both sides (the long-lived class's pool arena). */
+void hp_region_fork_also(uintptr_t addr, size_t len);
 void hp_region_postfork_parent(void);
 void hp_region_postfork_child(void);
 static inline bool hp_region_contains(const void *p) {
@@ -189,6 +192,10 @@ void hp_backing_collapse(uintptr_t addr, size_t len);
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type);
 void *hp_backing_copy(uintptr_t addr, size_t len);
 bool hp_backing_thp_usable(void);
+/* The long-lived class's arenas: pool pages mapped at addr (a multiple of
+ * unit, at most max; 0 for none), and the advice for the rest. */
+size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit);
+bool hp_backing_advise(uintptr_t addr, size_t len);
 
 /* Fallbacks by cause, counted where they happen (backing.c, huge.c):
  * regions that wanted the pool and found it empty, that wanted THP with
@@ -234,6 +241,7 @@ void hp_stats_refresh(bool enforce);
 /* The heap's resident bytes, both classes and the descriptors, as of the
  * last refresh (mallctl's "stats.resident"). */
 uint64_t hp_stats_heap_resident(void);
+uint64_t hp_stats_ll_resident(void);
 void hp_stats_start_thread(void);
 void hp_stats_mmap_changed(void);   /* mmap.c advised a mapping */
 void hp_stats_atfork_child(void);
@@ -276,6 +284,24 @@ static inline bool hp_key_promoted(uintptr_t key) {
 			return false;
 	}
 }
+
+/* longlived.c: the long-lived class (long_lived:mimalloc), mimalloc heaps
+ * over [hp_ll_base, hp_ll_base + hp_ll_size), inside the owned range. */
+extern uintptr_t hp_ll_base;
+extern size_t hp_ll_size;
+extern hp_ll_counts_t hp_ll_counts;
+static inline bool hp_ll_contains(const void *p) {
+	return (uintptr_t)p - hp_ll_base < hp_ll_size;
+}
+bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size);
+/* A promoted small object, or NULL: jemalloc's path (hp_huge_small). */
+void *hp_ll_alloc(size_t size, bool zero);
+void hp_ll_free(void *p);
+size_t hp_ll_usable(const void *p);
+/* p resized within the class, or NULL with p untouched. */
+void *hp_ll_realloc(void *p, size_t size);
+/* The class's counters into *a; false (a untouched) if it is not in use. */
+bool hp_ll_scan(hp_arena_stats_t *a);
 
 /* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
 extern uintptr_t hp_zone_base;          /* sampled objects live here */
@@ -355,7 +381,9 @@ void hp_ranges_add(hp_ranges_t *set, uintptr_t start, uintptr_t end);
 void hp_ranges_del(hp_ranges_t *set, uintptr_t start, uintptr_t end);
 bool hp_ranges_hold(const hp_ranges_t *set, uintptr_t start, uintptr_t end);
 
-/* mmap.c: the program's own mappings. */
+/* mmap.c: the program's own mappings. hp_mmap_own: this thread's calls
+ * are the library's (libmimalloc's, while it sets up), passed straight on. */
+extern HP_TLS bool hp_mmap_own;
 extern size_t hp_mmap_threshold;       /* SIZE_MAX until started, or off */
 extern hp_mmap_counts_t hp_mmap_counts;
 void hp_mmap_prefork(void);
@@ -374,6 +402,8 @@ void hp_jefork_child(void);
 void *hp_alloc_slow(size_t size, size_t align, bool zero);
 void *hp_realloc_slow(void *p, size_t size);
 void hp_free_owned(void *p);
+/* malloc_usable_size of an object of any class. */
+size_t hp_usable_size(const void *p);
 
 #pragma GCC visibility pop
 

@@ -15,8 +15,9 @@
  *   classes is one of its allocations.
  * - mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print are the
  *   embedded jemalloc's, whose arenas are both classes ("stats.allocated"
- *   counts the huge class too); "version" names the library and the
- *   jemalloc under it.
+ *   counts the huge class too, and the long-lived class's objects are
+ *   added to it and to "stats.active"); "version" names the library and
+ *   the jemalloc under it.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -67,6 +68,8 @@ HP_EXPORT void *rallocx(void *p, size_t size, int flags) {
 }
 
 HP_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags) {
+	if (hp_ll_contains(p))           /* mimalloc's: not resized in place */
+		return hp_ll_usable(p);
 	return hp_je_xallocx(p, size, extra, flags & ~(int)ARENA_FLAGS);
 }
 
@@ -147,6 +150,19 @@ static int read_resident(void *oldp, size_t *oldlenp, void *newp) {
 	return 0;
 }
 
+/* "stats.allocated" and "stats.active" read: jemalloc's, and the
+ * long-lived class's (mimalloc's) live bytes and, for active, its
+ * resident bytes as of the last "epoch": every object of the heap is
+ * counted, whichever allocator serves it. */
+static int read_plus_ll(int r, void *oldp, size_t *oldlenp, bool active) {
+	if (r == 0 && oldp != NULL && oldlenp != NULL &&
+	    *oldlenp == sizeof(size_t))
+		*(size_t *)oldp += active ? (size_t)hp_stats_ll_resident() :
+		    (size_t)__atomic_load_n(&hp_ll_counts.live_bytes,
+		    __ATOMIC_RELAXED);
+	return r;
+}
+
 /* "epoch" written: jemalloc's statistics, then the library's counters,
  * refreshed together. */
 static int write_epoch(int r) {
@@ -166,6 +182,10 @@ HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
 	int r = hp_je_mallctl(name, oldp, oldlenp, newp, newlen);
 	if (newp != NULL && name != NULL && strcmp(name, "epoch") == 0)
 		r = write_epoch(r);
+	else if (hp_ll_size != 0 && name != NULL && newp == NULL &&
+	    (strcmp(name, "stats.allocated") == 0 ||
+	    strcmp(name, "stats.active") == 0))
+		r = read_plus_ll(r, oldp, oldlenp, name[6] == 'c');
 	return r;
 }
 
@@ -197,6 +217,11 @@ HP_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp,
 	int r = hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
 	if (newp != NULL && mib_is(mib, miblen, "epoch", 1))
 		r = write_epoch(r);
+	else if (hp_ll_size != 0 && newp == NULL && miblen == 2 &&
+	    (mib_is(mib, miblen, "stats.allocated", 2) ||
+	    mib_is(mib, miblen, "stats.active", 2)))
+		r = read_plus_ll(r, oldp, oldlenp, mib_is(mib, miblen,
+		    "stats.active", 2));
 	return r;
 }
 

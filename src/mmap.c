@@ -56,6 +56,7 @@ static hp_ranges_t res = {res_r, 0, MAX_RESERVATIONS, false}; /* advised
 static int warned_unaligned, warned_full;
 hp_mmap_counts_t hp_mmap_counts;       /* updated atomically */
 size_t hp_mmap_threshold = SIZE_MAX;   /* mmap_threshold, once started */
+HP_TLS bool hp_mmap_own;
 
 static uintptr_t page_up(uintptr_t x) {
 	return (x + HP_PAGE - 1) & ~(uintptr_t)(HP_PAGE - 1);
@@ -189,6 +190,8 @@ static void *map_huge(size_t len, int prot, int flags, int fd, off_t off) {
 
 HP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
     off_t off) {
+	if (hp_unlikely(hp_mmap_own))
+		return hp_os_mmap(addr, len, prot, flags, fd, off);
 	if (eligible(len, flags, off) && (private(flags) || shared(flags)))
 		return addr == NULL && private(flags) ? map_huge(len, prot, flags,
 		    fd, off) : map_advised(addr, len, prot, flags, fd, off);

@@ -70,12 +70,15 @@ static uintptr_t align_up(uintptr_t x, size_t a) {
 }
 
 /*
- * One PROT_NONE reservation: the huge class's region, then (with_zone)
- * the sample zone's share, so that free() tells both from jemalloc's own
- * memory with a single range test. The zone's range in *zone, *zone_size.
+ * One PROT_NONE reservation: the huge class's region, then (ll_share) the
+ * long-lived class's range, then (with_zone) the sample zone's share, so
+ * that free() tells all three from jemalloc's own memory with a single
+ * range test. The long-lived range is whole HP_LL_ALIGN blocks, one
+ * ll_share-th of the region, taken from the region's top; its range in
+ * *ll, *ll_size (0 without), the zone's in *zone, *zone_size.
  */
-bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
-    size_t *zone_size) {
+bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
+    uintptr_t *ll, size_t *ll_size, uintptr_t *zone, size_t *zone_size) {
 	/* PROT_NONE is not charged to the commit limit; mprotect() charges
 	 * each part as it is made accessible. */
 	size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE, got;
@@ -86,6 +89,22 @@ bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
 		return false;
 	size_t size = with_zone ? got / (HP_ZONE_SHARE + 1) * HP_ZONE_SHARE : got;
 	size &= ~(align - 1);
+	*zone = base + size;
+	*zone_size = with_zone ? got - size : 0;
+	*ll = 0;
+	*ll_size = 0;
+	if (ll_share != 0) {
+		/* Its end aligned down, its start aligned to both units, so the
+		 * region below stays whole pages of its own size. */
+		size_t unit = align > HP_LL_ALIGN ? align : HP_LL_ALIGN;
+		uintptr_t end = (base + size) & ~(uintptr_t)(HP_LL_ALIGN - 1);
+		uintptr_t start = (end - size / ll_share) & ~(uintptr_t)(unit - 1);
+		if (start > base && start < end) {
+			*ll = start;
+			*ll_size = end - start;
+			size = start - base;
+		}
+	}
 	size_t meta = align_up((size >> HP_HUGE_SHIFT) * sizeof(hp_hpage_t),
 	    HP_PAGE);
 	void *pages = hp_os_mmap(NULL, meta, PROT_READ | PROT_WRITE,
@@ -98,8 +117,6 @@ bool hp_region_init(size_t want, bool with_zone, uintptr_t *zone,
 	hp_region.bump = hp_region.carved_end = base;
 	hp_region.base = base;
 	hp_region.size = size;
-	*zone = base + size;
-	*zone_size = with_zone ? got - size : 0;
 	/* The size first: a free() that sees the base must find both. */
 	hp_owned_size = got;
 	__atomic_store_n(&hp_owned_base, base, __ATOMIC_RELEASE);
@@ -676,10 +693,28 @@ static bool shadow_run(uintptr_t addr, size_t len) {
 	return true;
 }
 
+/* 2 MiB hugetlb pages outside the region that fork treats as its own:
+ * the long-lived class's pool arena (longlived.c), shadowed first. */
+static uintptr_t extra_base;
+static size_t extra_len;
+
+void hp_region_fork_also(uintptr_t addr, size_t len) {
+	region_lock_timed();
+	extra_base = addr;
+	extra_len = len;
+	region_unlock_timed();
+}
+
 static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 	hp_lock_assert_held(&region_lock);
 	long avail = hp_backing_pool_avail(page);
 	size_t need = (long)held > avail ? held - (size_t)(avail > 0 ? avail : 0) : 0;
+	if (need && type == HP_MAP_HUGETLB_2M && extra_len) {
+		if (!shadow_run(extra_base, extra_len))
+			return;
+		size_t n = extra_len >> HP_HUGE_SHIFT;
+		need = need > n ? need - n : 0;
+	}
 	uintptr_t run = 0, end = 0;
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end && need;
 	    hp += page) {
@@ -702,8 +737,9 @@ static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 void hp_region_prefork(void) {
 	hp_lock(&region_lock);
 	nshadows = 0;
-	if (hp_region.hugetlb_2m)
-		shadow_deficit(HP_HUGE, HP_MAP_HUGETLB_2M, hp_region.hugetlb_2m);
+	if (hp_region.hugetlb_2m || extra_len)
+		shadow_deficit(HP_HUGE, HP_MAP_HUGETLB_2M, hp_region.hugetlb_2m +
+		    (extra_len >> HP_HUGE_SHIFT));
 	if (hp_region.hugetlb_1g)
 		shadow_deficit(HP_GIB, HP_MAP_HUGETLB_1G, hp_region.hugetlb_1g);
 }
@@ -727,6 +763,10 @@ void hp_region_postfork_child(void) {
 			hp_log("fork: could not place a copied huge page (%s); "
 			    "the child must not touch %p", hp_strerror(errno),
 			    (void *)s->addr);
+			continue;
+		}
+		if (s->addr == extra_base && s->len == extra_len) {
+			extra_len = 0;           /* THP in this child now */
 			continue;
 		}
 		for (uintptr_t q = s->addr; q < s->addr + s->len; q += HP_HUGE) {

@@ -35,6 +35,8 @@ void hp_free_owned(void *p) {
 		hp_lifetime_free(p);
 	else if (hp_region_contains(p))
 		hp_huge_free(p);
+	else if (hp_ll_contains(p))
+		hp_ll_free(p);
 	else
 		hp_je_free(p);           /* above the reservation: see
 		                            hp_maybe_owned() */
@@ -42,6 +44,11 @@ void hp_free_owned(void *p) {
 }
 
 static void *realloc_slow(void *p, size_t size);
+
+size_t hp_usable_size(const void *p) {
+	return hp_ll_contains(p) ? hp_ll_usable(p) :
+	    hp_je_malloc_usable_size((void *)p);
+}
 
 void *hp_realloc_slow(void *p, size_t size) {
 	int saved = errno;
@@ -61,9 +68,15 @@ static void *realloc_slow(void *p, size_t size) {
 	bool ready = hp_init();
 	bool was_huge = hp_region_contains(p);
 	bool to_huge = ready && size >= hp_threshold;
+	/* A long-lived object stays in its class while it stays small. */
+	if (hp_ll_contains(p) && !to_huge) {
+		void *q = hp_ll_realloc(p, size);
+		if (q != NULL)
+			return q;
+	}
 	/* A sampled object always moves: free() ends its sample, and the new
 	 * object is an ordinary one. */
-	if (!was_huge && !to_huge && !hp_zone_contains(p))
+	if (!was_huge && !to_huge && !hp_zone_contains(p) && !hp_ll_contains(p))
 		return hp_je_realloc(p, size);
 	if (was_huge && to_huge) {
 		void *q = hp_huge_realloc(p, size);
@@ -77,7 +90,7 @@ static void *realloc_slow(void *p, size_t size) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t old = hp_je_malloc_usable_size(p);
+	size_t old = hp_usable_size(p);
 	memcpy(q, p, old < size ? old : size);
 	free(p);
 	return q;

@@ -314,10 +314,18 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero, uint64_t used,
 		/* busy: the first call makes the arena and its threads, whose
 		 * own allocations must not come back here. */
 		busy = true;
-		p = hp_huge_small(size, zero);
+		if (hp_ll_size != 0)
+			p = hp_ll_alloc(size, zero);
+		if (p == NULL)
+			p = hp_huge_small(size, zero);
 		busy = false;
-		if (p != NULL)
+		if (p != NULL) {
+			__atomic_fetch_add(&hp_lifetime_counts.placed_bytes, size,
+			    __ATOMIC_RELAXED);
+			__atomic_fetch_add(&hp_lifetime_counts.placed, 1,
+			    __ATOMIC_RELAXED);
 			return p;
+		}
 	}
 	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
 }

@@ -157,6 +157,14 @@ void hp_heap_totals(hp_heap_t *h) {
 	h->huge_count = LESS(nmalloc, ndalloc);
 	h->huge_active = huge_pactive * HP_PAGE;
 	h->huge_mapped = huge_mapped;
+	/* The long-lived class's objects are on huge pages too. */
+	hp_arena_stats_t ll = {0};
+	if (hp_ll_scan(&ll)) {
+		h->huge_live += ll.live_bytes;
+		h->huge_count += LESS(ll.nmalloc, ll.ndalloc);
+		h->huge_active += ll.resident_bytes;
+		h->huge_mapped += ll.mapped_bytes;
+	}
 #undef LESS
 }
 
@@ -220,6 +228,13 @@ static void collect(hp_stats_t *st) {
 	st->strand_limit_bytes = limit_of(huge);
 	st->region_base = hp_region.base;
 	st->region_size = hp_region.size;
+	/* The long-lived class, once it is in use. */
+	if (hp_ll_scan(&st->arena[2])) {
+		strcpy(st->name[2], "long_lived");
+		st->narenas = 3;
+		st->ll_base = hp_ll_base;
+		st->ll_size = hp_ll_size;
+	}
 	/* Written under the site lock (placed* atomically); read without it:
 	 * each word is whole, and one refresh late at worst. */
 	memcpy(&st->lifetime, (const void *)&hp_lifetime_counts,
@@ -243,6 +258,8 @@ static void publish(void) {
 	shm->strand_limit_bytes = local.strand_limit_bytes;
 	shm->region_base = local.region_base;
 	shm->region_size = local.region_size;
+	shm->ll_base = local.ll_base;
+	shm->ll_size = local.ll_size;
 	shm->small_nranges = local.small_nranges;
 	shm->small_kernel = local.small_kernel;
 	memcpy(shm->small_ranges, local.small_ranges,
@@ -282,7 +299,16 @@ void hp_stats_refresh(bool enforce) {
 uint64_t hp_stats_heap_resident(void) {
 	hp_lock(&refresh_lock);
 	uint64_t r = local.arena[0].resident_bytes +
-	    local.arena[1].resident_bytes + local.descriptors.resident_bytes;
+	    local.arena[1].resident_bytes + local.arena[2].resident_bytes +
+	    local.descriptors.resident_bytes;
+	hp_unlock(&refresh_lock);
+	return r;
+}
+
+/* The long-lived class's resident bytes as of the last refresh. */
+uint64_t hp_stats_ll_resident(void) {
+	hp_lock(&refresh_lock);
+	uint64_t r = local.narenas > 2 ? local.arena[2].resident_bytes : 0;
 	hp_unlock(&refresh_lock);
 	return r;
 }
@@ -487,7 +513,7 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 			hp_log("could not open stats_file %s (%s)", path,
 			    hp_strerror(errno));
 		} else {
-			hp_stats_meta_t m = {true, 0, false, 0, 0, 0, 0, 0};
+			hp_stats_meta_t m = {.alive = true};
 			hp_stats_format(&local, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)

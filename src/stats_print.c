@@ -242,6 +242,12 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "smaps of the program's own advised mappings: resident %"
 		    PRIu64 ", on huge pages %" PRIu64 "\n", m->smaps_mmap_resident,
 		    m->smaps_mmap_huge);
+		if (st->narenas > 2)
+			put(s, "smaps of the long-lived class's range: resident %"
+			    PRIu64 ", on huge pages %" PRIu64 " (counted: %" PRIu64
+			    ", %" PRIu64 ")\n", m->smaps_ll_resident, m->smaps_ll_huge,
+			    st->arena[2].resident_bytes,
+			    st->arena[2].resident_huge_bytes);
 	}
 	for (size_t g = 0; g < NGROUPS; g++)
 		for (size_t i = 0; i < groups[g].n; i++) {
@@ -277,10 +283,13 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		    ", \"small_mappings\": %" PRIu32 ", "
 		    "\"small_resident_bytes\": %" PRIu64 ", "
 		    "\"mmap_resident_bytes\": %" PRIu64 ", "
-		    "\"mmap_huge_bytes\": %" PRIu64 "}", m->smaps_resident,
-		    m->smaps_huge, region_resident(st), st->small_nranges,
-		    m->smaps_small_resident, m->smaps_mmap_resident,
-		    m->smaps_mmap_huge);
+		    "\"mmap_huge_bytes\": %" PRIu64 ", "
+		    "\"long_lived_range_resident_bytes\": %" PRIu64 ", "
+		    "\"long_lived_range_huge_bytes\": %" PRIu64 "}",
+		    m->smaps_resident, m->smaps_huge, region_resident(st),
+		    st->small_nranges, m->smaps_small_resident,
+		    m->smaps_mmap_resident, m->smaps_mmap_huge,
+		    m->smaps_ll_resident, m->smaps_ll_huge);
 	for (size_t g = 0; g < NGROUPS; g++) {
 		put(s, ", \"%s\": {", groups[g].prefix);
 		for (size_t i = 0; i < groups[g].n; i++)
@@ -335,11 +344,19 @@ static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		put(s, "hugepreload_kernel_resident_bytes{pid=\"%" PRId64 "\","
 		    "arena=\"%s\"} %" PRIu64 "\n", st->pid, st->name[1],
 		    m->smaps_resident);
+		if (st->narenas > 2)
+			put(s, "hugepreload_kernel_resident_bytes{pid=\"%" PRId64
+			    "\",arena=\"%s\"} %" PRIu64 "\n", st->pid, st->name[2],
+			    m->smaps_ll_resident);
 		put(s, "# HELP hugepreload_kernel_huge_bytes The kernel's bytes on "
-		    "huge pages in the huge class's range (/proc/PID/smaps).\n# TYPE "
+		    "huge pages in the huge class's and the long-lived class's ranges (/proc/PID/smaps).\n# TYPE "
 		    "hugepreload_kernel_huge_bytes gauge\nhugepreload_kernel_huge_bytes"
 		    "{pid=\"%" PRId64 "\",arena=\"%s\"} %" PRIu64 "\n", st->pid,
 		    st->name[1], m->smaps_huge);
+		if (st->narenas > 2)
+			put(s, "hugepreload_kernel_huge_bytes{pid=\"%" PRId64 "\","
+			    "arena=\"%s\"} %" PRIu64 "\n", st->pid, st->name[2],
+			    m->smaps_ll_huge);
 		put(s, "# HELP hugepreload_kernel_mmap_resident_bytes The kernel's "
 		    "resident bytes of the program's own advised anonymous "
 		    "mappings (/proc/PID/smaps).\n# TYPE "

@@ -24,6 +24,8 @@ typedef struct {
 	uint64_t smaps_small_resident;  /* present pages of jemalloc's mappings */
 	uint64_t smaps_mmap_resident, smaps_mmap_huge; /* the program's own
 	                                   advised anonymous areas (smaps) */
+	uint64_t smaps_ll_resident, smaps_ll_huge; /* the long-lived class's
+	                                   range (smaps) */
 } hp_stats_meta_t;
 
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,

@@ -15,6 +15,13 @@
 /* The alignment malloc() alone gives every size (jemalloc's 8 B class). */
 #define HP_MALLOC_ALIGN 8
 
+/* The long-lived class's arenas are whole blocks of this size: mimalloc 2
+ * aligns its 32 MiB segments to their size (measured: an arena at a
+ * 2 MiB-aligned address faults in mimalloc 2.0.9). */
+#define HP_LL_ALIGN     ((size_t)64 << 20)
+#define HP_LL_SEGMENT   ((size_t)32 << 20)   /* mimalloc's arena block */
+#define HP_LL_SHARE     8        /* of the huge class's address space */
+
 #define HP_GIB_SHIFT    30
 #define HP_GIB          ((size_t)1 << HP_GIB_SHIFT)
 #define HP_PER_GIB      (HP_GIB / HP_HUGE)                  /* 512 */
@@ -60,7 +67,14 @@ typedef struct {
 	                            size; SIZE_MAX: off */
 	char lifetime_record[256];  /* site table written here at exit; "" */
 	char lifetime_profile[256]; /* site table loaded at start-up; "" */
+	int long_lived;          /* hp_long_lived_t */
 } hp_conf_t;
+
+/* long_lived: what serves the small objects of promoted sites. */
+typedef enum {
+	HP_LL_JEMALLOC = 0,      /* the huge arena, a jemalloc tcache per thread */
+	HP_LL_MIMALLOC = 1,      /* mimalloc heaps in exclusive arenas */
+} hp_long_lived_t;
 
 /* lifetime: whether allocation sites are learned, or taken from a profile. */
 typedef enum {
@@ -102,6 +116,14 @@ typedef struct {
 	uint64_t placed_bytes;       /* bytes sent to huge pages by decision */
 	uint64_t placed;             /* allocations sent there by decision */
 } hp_lifetime_counts_t;
+
+/* The long-lived class (longlived.c), process-wide, updated atomically. */
+typedef struct {
+	uint64_t live_bytes;         /* usable bytes of its live objects */
+	uint64_t nmalloc, ndalloc;
+	uint64_t pool_full;          /* the pool arena was full: the rest tried */
+	uint64_t full;               /* every arena full: jemalloc's path */
+} hp_ll_counts_t;
 
 /* jemalloc's extent descriptors (edata.c), process-wide. */
 typedef struct {
@@ -198,7 +220,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 8
+#define HP_STATS_VERSION 9
 #define HP_STATS_ARENAS  4
 #define HP_STATS_RANGES  128
 typedef struct {
@@ -209,12 +231,13 @@ typedef struct {
 	uint64_t updated_ns;         /* CLOCK_REALTIME of the last refresh */
 	uint64_t strand_limit_bytes; /* in force at the last refresh */
 	uint64_t region_base, region_size; /* the huge class's address range */
+	uint64_t ll_base, ll_size;   /* the long-lived class's; 0 if unused */
 	/* jemalloc's own mappings, where the small class and all metadata
 	 * live (jemap.c): the first HP_STATS_RANGES of small_nranges. */
 	uint32_t small_nranges, small_kernel; /* small_kernel: figures from
 	                                         the kernel, not jemalloc */
 	uint64_t small_ranges[HP_STATS_RANGES][2];
-	char policy[256];
+	char policy[320];               /* the longest policy is 275 bytes */
 	char name[HP_STATS_ARENAS][16];
 	hp_lifetime_counts_t lifetime;
 	hp_edata_counts_t descriptors;

@@ -142,7 +142,8 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return false;
-	bool in = false, anon = false;
+	bool in = false, in_ll = false, anon = false;
+	uint64_t ll = st->ll_base, ll_size = st->ll_size;
 	uint64_t base = st->region_base, size = st->region_size;
 	uint64_t rss = 0, thp = 0;             /* of the area being read */
 	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
@@ -153,6 +154,7 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
 		    strchr(line, ' ')) {
 			in = size && lo >= base && hi <= base + size;
+			in_ll = ll_size && lo >= ll && hi <= ll + ll_size;
 			/* An anonymous area: no path after the inode, or
 			 * "/dev/zero (deleted)" for shared memory. */
 			char path_field[16] = "";
@@ -164,7 +166,10 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		/* The program's own advised areas (mmap.c, or its own advice):
 		 * anonymous, "hg", outside the huge class; jemalloc's are "nh". */
 		if (strncmp(line, "VmFlags:", 8) == 0) {
-			if (!in && anon && strstr(line, " hg")) {
+			if (in_ll) {
+				m->smaps_ll_resident += rss;
+				m->smaps_ll_huge += thp;
+			} else if (!in && anon && strstr(line, " hg")) {
 				m->smaps_mmap_resident += rss;
 				m->smaps_mmap_huge += thp;
 			}
@@ -173,10 +178,15 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 		if (sscanf(line, "%63s %lu kB", key, &kb) != 2)
 			continue;
 		if (strcmp(key, "Rss:") == 0)
-			rss = (uint64_t)kb << 10;
+			rss += (uint64_t)kb << 10;
 		else if (strcmp(key, "AnonHugePages:") == 0 ||
 		    strcmp(key, "ShmemPmdMapped:") == 0)
 			thp += (uint64_t)kb << 10;
+		else if (in_ll && (strcmp(key, "Private_Hugetlb:") == 0 ||
+		    strcmp(key, "Shared_Hugetlb:") == 0)) {
+			rss += (uint64_t)kb << 10;   /* not in Rss: */
+			thp += (uint64_t)kb << 10;
+		}
 		if (!in)
 			continue;
 		uint64_t b = (uint64_t)kb << 10;

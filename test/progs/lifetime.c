@@ -2,7 +2,8 @@
  * allocates and frees 48 B request buffers. Reports where the index nodes
  * (the first one, and those built after warm-up) and live request buffers
  * sit.
- * usage: lifetime index NODES       the index built from this program
+ * usage: lifetime index NODES [hold] the index built from this program;
+ *                                   with hold, then waits (pid= child=)
  *        lifetime dl NODES LIB      the same, from a dlopen()ed library
  *        lifetime flip NODES        one site long-lived, then churny
  *        lifetime spawn THREADS     threads that allocate once each
@@ -10,7 +11,10 @@
  *                                   objects; RSS while all are alive
  *        lifetime handback THREADS  index nodes freed (by their thread, then
  *                                   across threads), then request buffers of
- *                                   the same size: where those are */
+ *                                   the same size: where those are
+ *        lifetime crossfork THREADS threads making index nodes and freeing
+ *                                   each other's while the main thread forks
+ *                                   children that use and free them too */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -18,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
 #include "hpclass.h"
 #include "probe.h"
 
@@ -71,7 +77,7 @@ __attribute__((noipa)) static void add_nodes(void **nodes, long from,
 static void where(const char *name, void **p, long n) {
 	probe_vma_t *v;
 	size_t nv = probe_vmas(&v);
-	long huge = 0, nh = 0, hg = 0;
+	long huge = 0, nh = 0, hg = 0, hugetlb = 0;
 	long step = n > 4000 ? n / 4000 : 1, seen = 0;
 	for (long i = 0; i < n; i += step, seen++) {
 		const probe_vma_t *m = probe_find(v, nv, p[i]);
@@ -80,10 +86,12 @@ static void where(const char *name, void **p, long n) {
 		nh += probe_has_flag(m, "nh");
 		hg += probe_has_flag(m, "hg");
 		huge += m->kernel_page_kb > 4 || probe_thp_bytes(p[i], 1) > 0;
+		hugetlb += m->kernel_page_kb > 4;
 	}
-	printf("%s_huge_frac=%.3f\n%s_nh_frac=%.3f\n%s_hg_frac=%.3f\n", name,
-	    (double)huge / seen, name, (double)nh / seen, name,
-	    (double)hg / seen);
+	printf("%s_huge_frac=%.3f\n%s_nh_frac=%.3f\n%s_hg_frac=%.3f\n"
+	    "%s_hugetlb_frac=%.3f\n%s_at=%lu\n", name, (double)huge / seen,
+	    name, (double)nh / seen, name, (double)hg / seen, name,
+	    (double)hugetlb / seen, name, (unsigned long)(uintptr_t)p[0]);
 	free(v);
 }
 
@@ -251,6 +259,101 @@ static int handback(long threads) {
 	return 0;
 }
 
+/*
+ * Crossfork: THREADS threads each make sets of CF index nodes (the
+ * promoted site), hand each set to the next thread, and check and free
+ * the set handed to them; meanwhile the main thread forks 20 children,
+ * each of which checks and frees the sets left in the slots, makes and
+ * frees nodes of its own and exits 1 on a wrong byte.
+ */
+enum { CF = 20000, CF_FORKS = 20 };
+static void **cf_slot[64];
+static volatile int cf_stop;
+static long cf_bad, cf_sets, cf_huge, cf_seen;
+
+static void **cf_make(long id) {
+	void **set = malloc(CF * sizeof *set);
+	add_nodes(set, 0, CF, false, false);
+	for (long i = 0; i < CF; i++)
+		((unsigned char *)set[i])[0] = (unsigned char)id;
+	return set;
+}
+
+static long cf_check_free(void **set, long id) {
+	long bad = 0;
+	for (long i = 0; i < CF; i++) {
+		bad += ((unsigned char *)set[i])[0] != (unsigned char)id ||
+		    ((unsigned char *)set[i])[47] != 1;
+		free(set[i]);
+	}
+	free(set);
+	return bad;
+}
+
+static void *cf_thread(void *arg) {
+	long id = (long)(intptr_t)arg, bad = 0, sets = 0, huge = 0, seen = 0;
+	long prev = (id + hb_threads - 1) % hb_threads;
+	while (!cf_stop) {
+		void **set = cf_make(id);
+		for (long i = 0; i < CF; i += 97, seen++)
+			huge += hp_class_of(set[i]) == 2;
+		set = __atomic_exchange_n(&cf_slot[id], set, __ATOMIC_ACQ_REL);
+		if (set != NULL)
+			bad += cf_check_free(set, id);  /* not taken: our own */
+		void **theirs = __atomic_exchange_n(&cf_slot[prev], NULL,
+		    __ATOMIC_ACQ_REL);
+		if (theirs != NULL)
+			bad += cf_check_free(theirs, prev);
+		sets++;
+	}
+	__atomic_fetch_add(&cf_bad, bad, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cf_sets, sets, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cf_huge, huge, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&cf_seen, seen, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static int cf_child(void) {
+	long bad = 0;
+	for (long id = 0; id < hb_threads; id++)
+		if (cf_slot[id] != NULL)
+			bad += cf_check_free(cf_slot[id], id);
+	for (int k = 0; k < 5; k++)
+		bad += cf_check_free(cf_make(k), k);
+	return bad != 0;
+}
+
+static int crossfork(long threads) {
+	if (threads < 2 || threads > 64)
+		return 2;
+	hb_threads = threads;
+	pthread_t t[64];
+	for (long i = 0; i < threads; i++)
+		if (pthread_create(&t[i], NULL, cf_thread, (void *)(intptr_t)i))
+			return 4;
+	int failed = 0;
+	for (int f = 0; f < CF_FORKS; f++) {
+		struct timespec d = {0, 50000000};
+		nanosleep(&d, NULL);
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(cf_child());
+		int st = 0;
+		failed += pid < 0 || waitpid(pid, &st, 0) != pid ||
+		    !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	cf_stop = 1;
+	for (long i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	for (long id = 0; id < threads; id++)
+		if (cf_slot[id] != NULL)
+			cf_bad += cf_check_free(cf_slot[id], id);
+	printf("forks_failed=%d\nsets=%ld\nnodes_huge_frac=%.3f\n"
+	    "data_ok=%d\n", failed, cf_sets, cf_seen ? (double)cf_huge /
+	    cf_seen : 0, cf_bad == 0);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
@@ -262,6 +365,8 @@ int main(int argc, char **argv) {
 	node_fn = index_node;
 	if (strcmp(argv[1], "handback") == 0)
 		return handback(n);
+	if (strcmp(argv[1], "crossfork") == 0)
+		return crossfork(n);
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
 		void *h = argc > 3 ? dlopen(argv[3], RTLD_NOW) : NULL;
@@ -295,11 +400,30 @@ int main(int argc, char **argv) {
 		live[i] = request_buf();
 	where("first_node", nodes, 1);
 	where("late_nodes", nodes + n / 2, n - n / 2);
+	where("promoted_first", nodes + q + n / 8, 1);   /* past the slot's
+	                                                     credit */
 	where("requests", live, 4000);
 	long bad = 0;
 	for (long i = 0; i < n; i++)
 		bad += ((unsigned char *)nodes[i])[47] != 1;
 	printf("data_ok=%d\ncode_at=%lu\n", bad == 0,
 	    (unsigned long)(uintptr_t)&index_node);
+	/* jemalloc's API, where the library exports it: the whole heap. */
+	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
+	    (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(
+	    RTLD_DEFAULT, "mallctl");
+	size_t allocated = 0, sz = sizeof allocated;
+	uint64_t epoch = 1;
+	if (ctl != NULL) {
+		ctl("epoch", NULL, NULL, &epoch, sizeof epoch);
+		ctl("stats.allocated", &allocated, &sz, NULL, 0);
+	}
+	printf("allocated=%zu\n", allocated);
+	if (argc > 3 && strcmp(argv[3], "hold") == 0) {
+		printf("pid=%d\nchild=0\n", (int)getpid());
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
 	return 0;
 }

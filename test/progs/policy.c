@@ -11,7 +11,7 @@ int main(int argc, char **argv) {
 	size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;
 	int (*pol)(char *, size_t) = (int (*)(char *, size_t))dlsym(RTLD_DEFAULT,
 	    "hugepreload_policy");
-	char buf[256] = "none";
+	char buf[512] = "none";
 	if (pol)
 		pol(buf, sizeof buf);
 	char *p = malloc(n);

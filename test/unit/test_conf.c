@@ -27,6 +27,7 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->lifetime_ms == b->lifetime_ms &&
 	    a->maintain_ms == b->maintain_ms &&
 	    a->mmap_threshold == b->mmap_threshold &&
+	    a->long_lived == b->long_lived &&
 	    strcmp(a->lifetime_record, b->lifetime_record) == 0 &&
 	    strcmp(a->lifetime_profile, b->lifetime_profile) == 0 &&
 	    a->stats_live == b->stats_live &&
@@ -208,6 +209,21 @@ Test(conf, lifetime_keys) {
 	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
+Test(conf, long_lived) {
+	msgs_t m;
+	hp_conf_t c = parse(NULL, &m);
+	cr_assert_eq(c.long_lived, HP_LL_MIMALLOC);
+	c = parse("long_lived:jemalloc", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.long_lived, HP_LL_JEMALLOC);
+	c = parse("long_lived:mimalloc", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.long_lived, HP_LL_MIMALLOC);
+	const char *bad[] = {"long_lived:tcmalloc", "long_lived:",
+	    "long_lived:Mimalloc", "long_lived:1", "long_lived:jemalloc5"};
+	each_gives_the_default(bad, sizeof bad / sizeof *bad);
+}
+
 Test(conf, maintain_ms) {
 	msgs_t m;
 	hp_conf_t c = parse(NULL, &m);
@@ -253,7 +269,7 @@ Test(conf, describe_round_trips) {
 	hp_conf_t c = parse("large_threshold:3m,backing:hugetlb,decay_ms:9,"
 	    "reserve:2g,hugetlb_size:1g,collapse:true,lifetime:replay,"
 	    "lifetime_sample:8k,lifetime_ms:70,maintain_ms:20,"
-	    "mmap_threshold:off", &m), d;
+	    "long_lived:jemalloc,mmap_threshold:off", &m), d;
 	char buf[400];
 	hp_conf_describe(&c, buf, sizeof buf);
 	d = parse(buf, &m);

@@ -94,10 +94,12 @@ static hp_arena_stats_t scan(void) {
 Test(region, carve_release_reuse) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
-	uintptr_t zone;
-	size_t zone_size;
-	cr_assert(hp_region_init((size_t)1 << 32, false, &zone, &zone_size));
+	uintptr_t zone, ll;
+	size_t zone_size, ll_size;
+	cr_assert(hp_region_init((size_t)1 << 32, false, 0, &ll, &ll_size, &zone,
+	    &zone_size));
 	cr_assert_eq(zone_size, 0);
+	cr_assert_eq(ll_size, 0);
 	cr_assert_eq(hp_region.base % HP_HUGE, 0);
 	cr_assert_eq(hp_region.size, (size_t)1 << 32);
 	/* 3 MiB committed: maps 2 huge pages, touches none yet. */
@@ -152,11 +154,32 @@ Test(region, carve_release_reuse) {
 	scan();
 }
 
+/* The long-lived class's range: whole 64 MiB blocks, an eighth of the
+ * region, between the region and the zone, all inside the owned range. */
+Test(region, long_lived_range_between_region_and_zone) {
+	uintptr_t zone, ll;
+	size_t zone_size, ll_size;
+	cr_assert(hp_region_init((size_t)1 << 32, true, HP_LL_SHARE, &ll,
+	    &ll_size, &zone, &zone_size));
+	cr_assert_eq(ll % HP_LL_ALIGN, 0, "%#lx", (unsigned long)ll);
+	cr_assert_eq(ll_size % HP_LL_ALIGN, 0);
+	cr_assert_geq(ll_size, ((size_t)1 << 32) / HP_LL_SHARE - HP_LL_ALIGN);
+	cr_assert_leq(ll_size, ((size_t)1 << 32) / HP_LL_SHARE);
+	cr_assert_eq(hp_region.base + hp_region.size, ll, "the region ends "
+	    "where the class starts");
+	cr_assert_leq(ll + ll_size, zone);
+	cr_assert_eq(zone + zone_size, hp_owned_base + hp_owned_size);
+	cr_assert(hp_owned((void *)ll) && hp_owned((void *)(ll + ll_size - 1)));
+	cr_assert(!hp_region_contains((void *)ll));
+	cr_assert_eq(hp_region.size % HP_HUGE, 0);
+}
+
 /* The debug build's checks on ranges and page indexes. */
 Test(region, release_of_a_foreign_range_aborts, .signal = SIGABRT) {
-	uintptr_t zone;
-	size_t zone_size;
-	cr_assert(hp_region_init((size_t)1 << 30, false, &zone, &zone_size));
+	uintptr_t zone, ll;
+	size_t zone_size, ll_size;
+	cr_assert(hp_region_init((size_t)1 << 30, false, 0, &ll, &ll_size, &zone,
+	    &zone_size));
 	char *a = hp_region_alloc(HP_HUGE, HP_PAGE, true);
 	cr_assert_not_null(a);
 	hp_region_release(a + HP_HUGE, HP_PAGE);   /* never handed out */

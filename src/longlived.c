@@ -1,0 +1,376 @@
+#define _GNU_SOURCE
+/*
+ * The long-lived class (long_lived:mimalloc): the small objects of
+ * promoted sites, served by mimalloc heaps bound to exclusive arenas over
+ * a range of the library's reservation (region.c puts it between the huge
+ * class and the sample zone, so free() sends its objects here with the
+ * test it already makes). docs/long-lived-class.md has the measurements.
+ *
+ * Debian's libmimalloc.so.2 is loaded at the first promotion, RTLD_LOCAL:
+ * it is built to replace malloc, and in the global scope its malloc could
+ * be found by a program's dlsym(RTLD_NEXT). Only the functions resolved
+ * below are used, and only with the version this was built against
+ * (mimalloc's option numbers change between versions). If the library
+ * cannot be loaded, or the program has loaded it itself (its options and
+ * output are then the program's), the class stays on jemalloc's path
+ * (huge.c), said in one line.
+ *
+ * The arenas: the first from the 2 MiB pool while it has pages (mimalloc
+ * keeps hugetlb memory committed), the rest of the range PROT_NONE and
+ * advised, which mimalloc commits (mprotect) and gives back (MADV_DONTNEED)
+ * 32 MiB segment by segment: whole huge pages, only when a segment is
+ * empty. The options that would split them or put memory outside the
+ * range are held at values that cannot, one line for each the user set.
+ *
+ * Each thread allocates from heaps of its own, made at its first
+ * promoted allocation; any thread frees (mimalloc's cross-thread frees).
+ * A thread's heaps die with it: mimalloc's key destructor gives their
+ * pages to the thread's backing heap, so this thread's own key, made
+ * before mimalloc's and so run first by glibc, retires them before that.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mimalloc.h>
+#include "internal.h"
+
+#define LL_LIB    "libmimalloc.so.2"
+#define LL_ARENAS 2                       /* the pool's, then THP or 4 KiB */
+#define LL_POOL_RETRY 65536               /* allocations before a full pool
+                                             arena is tried again */
+
+uintptr_t hp_ll_base;
+size_t hp_ll_size;
+hp_ll_counts_t hp_ll_counts;
+
+/* 0 not loaded, 1 loading, 2 ready, 3 off (jemalloc's path). */
+static int state;
+static mi_arena_id_t arena_id[LL_ARENAS];
+static unsigned narenas;
+static size_t pool_bytes;                 /* the pool arena's, at the bottom */
+static bool thp;                          /* the rest advised MADV_HUGEPAGE */
+static pthread_key_t thread_key;
+
+static struct {
+	int (*version)(void);
+	bool (*manage)(void *, size_t, bool, bool, bool, int, bool,
+	    mi_arena_id_t *);
+	mi_heap_t *(*heap_new_in_arena)(mi_arena_id_t);
+	void *(*heap_malloc)(mi_heap_t *, size_t);
+	void *(*heap_zalloc)(mi_heap_t *, size_t);
+	void *(*heap_realloc)(mi_heap_t *, void *, size_t);
+	void (*free)(void *);
+	size_t (*usable_size)(const void *);
+	long (*option_get)(mi_option_t);
+	void (*option_set)(mi_option_t, long);
+	void (*register_output)(mi_output_fun *, void *);
+} mi;
+
+static const struct {
+	const char *name;
+	size_t offset;
+} functions[] = {
+#define F(field, name) {name, offsetof(__typeof__(mi), field)}
+	F(version, "mi_version"),
+	F(manage, "mi_manage_os_memory_ex"),
+	F(heap_new_in_arena, "mi_heap_new_in_arena"),
+	F(heap_malloc, "mi_heap_malloc"),
+	F(heap_zalloc, "mi_heap_zalloc"),
+	F(heap_realloc, "mi_heap_realloc"),
+	F(free, "mi_free"),
+	F(usable_size, "mi_usable_size"),
+	F(option_get, "mi_option_get"),
+	F(option_set, "mi_option_set"),
+	F(register_output, "mi_register_output"),
+#undef F
+};
+
+/* mimalloc's options the class holds, mimalloc 2.0.9's default beside. */
+static const struct {
+	mi_option_t opt;
+	const char *env;
+	long want, dflt;
+	const char *why;
+} held[] = {
+	{mi_option_allow_decommit, "MIMALLOC_ALLOW_DECOMMIT", 0, 1,
+	 "64 KiB decommits would split huge pages"},
+	{mi_option_page_reset, "MIMALLOC_PAGE_RESET", 0, 0,
+	 "resets would split huge pages"},
+	{mi_option_abandoned_page_decommit, "MIMALLOC_ABANDONED_PAGE_DECOMMIT",
+	 0, 0, "decommits would split huge pages"},
+	{mi_option_large_os_pages, "MIMALLOC_LARGE_OS_PAGES", 0, 0,
+	 "the class's pages come from the library's backing chain"},
+	{mi_option_limit_os_alloc, "MIMALLOC_LIMIT_OS_ALLOC", 0, 0,
+	 "each thread's heap records come from the system"},
+	{mi_option_destroy_on_exit, "MIMALLOC_DESTROY_ON_EXIT", 0, 0,
+	 "objects stay valid until the program ends"},
+	{mi_option_show_errors, "MIMALLOC_SHOW_ERRORS", 0, 0,
+	 "a full arena is not an error here"},
+	{mi_option_show_stats, "MIMALLOC_SHOW_STATS", 0, 0,
+	 "mimalloc's counters describe the library's arenas, not the "
+	 "program's heap (hugepreload stat has the class's)"},
+	{mi_option_verbose, "MIMALLOC_VERBOSE", 0, 0,
+	 "the program did not ask mimalloc for messages"},
+};
+
+/* Options mimalloc acted on when it was loaded, which cannot be undone. */
+static const char *const at_load[] = {"MIMALLOC_RESERVE_HUGE_OS_PAGES",
+	"MIMALLOC_RESERVE_HUGE_OS_PAGES_AT", "MIMALLOC_RESERVE_OS_MEMORY"};
+
+/* Per thread: a heap per arena; 1 once made, 2 once retired. */
+static HP_TLS mi_heap_t *heaps[LL_ARENAS];
+static HP_TLS unsigned char thread_state;
+static HP_TLS unsigned pool_skip;         /* the pool arena was full */
+
+static void message(const char *msg, void *arg) {
+	(void)arg;
+	size_t n = strlen(msg);
+	while (n > 0 && msg[n - 1] == '\n')
+		n--;
+	if (n != 0)
+		hp_log("libmimalloc: %.*s", (int)n, msg);
+}
+
+static void hold_options(void) {
+	for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+		long v = mi.option_get(held[i].opt);
+		if (v == held[i].want)
+			continue;
+		if (v != held[i].dflt || getenv(held[i].env) != NULL)
+			hp_log("%s=%ld ignored: the long-lived class keeps it at "
+			    "%ld (%s)", held[i].env, v, held[i].want, held[i].why);
+		mi.option_set(held[i].opt, held[i].want);
+	}
+	for (size_t i = 0; i < sizeof at_load / sizeof at_load[0]; i++)
+		if (getenv(at_load[i]) != NULL)
+			hp_log("%s: libmimalloc acted on it when the long-lived "
+			    "class loaded it; that memory is outside the class and "
+			    "its counters", at_load[i]);
+}
+
+/* The range as arenas: pool pages first, then the rest. */
+static bool make_arenas(void) {
+	uintptr_t a = hp_ll_base;
+	size_t left = hp_ll_size;
+	size_t got = hp_backing_map_pool(a, left / 2, HP_LL_SEGMENT);
+	if (got != 0) {
+		if (mi.manage((void *)a, got, true, true, true, -1, true,
+		    &arena_id[narenas])) {
+			narenas++;
+			pool_bytes = got;
+			hp_region_fork_also(a, got);
+			a += got;
+			left -= got;
+		} else {
+			hp_backing_zap(a, got, HP_MAP_HUGETLB_2M);
+		}
+	}
+	thp = hp_backing_advise(a, left);
+	if (mi.manage((void *)a, left, false, false, true, -1, true,
+	    &arena_id[narenas]))
+		narenas++;
+	return narenas != 0;
+}
+
+static void retire_thread(void *arg) {
+	(void)arg;
+	thread_state = 2;        /* heaps[] die with mimalloc's destructor */
+	memset(heaps, 0, sizeof heaps);
+}
+
+/* Why the class stays on jemalloc, or NULL once it is ready. */
+static const char *load(char *buf, size_t n) {
+	void *h = dlopen(LL_LIB, RTLD_NOW | RTLD_NOLOAD);
+	if (h != NULL) {
+		dlclose(h);
+		return "the program has loaded " LL_LIB " itself";
+	}
+	/* Before mimalloc makes its own key: glibc runs destructors in the
+	 * order of their keys. */
+	if (pthread_key_create(&thread_key, retire_thread) != 0)
+		return "no thread key left";
+	h = dlopen(LL_LIB, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		const char *e = dlerror();
+		snprintf(buf, n, "%s", e ? e : LL_LIB " could not be loaded");
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {
+		void *f = dlsym(h, functions[i].name);
+		if (f == NULL) {
+			snprintf(buf, n, LL_LIB " has no %s", functions[i].name);
+			return buf;
+		}
+		memcpy((char *)&mi + functions[i].offset, &f, sizeof f);
+	}
+	if (mi.version() != MI_MALLOC_VERSION) {
+		snprintf(buf, n, LL_LIB " is version %d; the class was built for "
+		    "%d", mi.version(), MI_MALLOC_VERSION);
+		return buf;
+	}
+	mi.register_output(message, NULL);
+	hold_options();
+	if (!make_arenas())
+		return "mimalloc did not take the class's range";
+	return NULL;
+}
+
+/* Once, by the first thread that gets here; the others use jemalloc's
+ * path meanwhile rather than wait (the loader's lock is held by dlopen,
+ * and a thread inside it may allocate). */
+static bool ready(void) {
+	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+	if (hp_likely(s == 2))
+		return true;
+	if (s != 0 || hp_ll_size == 0 ||
+	    !__atomic_compare_exchange_n(&state, &s, 1, false, __ATOMIC_ACQ_REL,
+	    __ATOMIC_RELAXED))
+		return false;
+	char why[160];
+	hp_mmap_own = true;      /* mimalloc's own mappings are not the program's */
+	const char *e = load(why, sizeof why);
+	hp_mmap_own = false;
+	if (e != NULL)
+		hp_log("the long-lived class stays on jemalloc: %s", e);
+	else if (hp_conf.verbose)
+		hp_log("long-lived class: mimalloc %d, %zu MiB of arenas at "
+		    "%#lx-%#lx (%zu MiB from the hugetlb pool, the rest %s)",
+		    MI_MALLOC_VERSION, hp_ll_size >> 20, (unsigned long)hp_ll_base,
+		    (unsigned long)(hp_ll_base + hp_ll_size), pool_bytes >> 20,
+		    thp ? "THP" : "4 KiB");
+	__atomic_store_n(&state, e == NULL ? 2 : 3, __ATOMIC_RELEASE);
+	return e == NULL;
+}
+
+static bool make_heaps(void) {
+	hp_mmap_own = true;
+	for (unsigned i = 0; i < narenas; i++)
+		heaps[i] = mi.heap_new_in_arena(arena_id[i]);
+	hp_mmap_own = false;
+	thread_state = heaps[narenas - 1] != NULL ? 1 : 2;
+	if (thread_state == 1)
+		pthread_setspecific(thread_key, (void *)1);
+	return thread_state == 1;
+}
+
+void *hp_ll_alloc(size_t size, bool zero) {
+	if (hp_unlikely(thread_state != 1) && (thread_state == 2 || !ready() ||
+	    !make_heaps()))
+		return NULL;
+	void *p = NULL;
+	unsigned i = 0;
+	if (pool_bytes != 0 && pool_skip != 0) {
+		pool_skip--;
+		i = 1;
+	}
+	for (; p == NULL && i < narenas; i++) {
+		p = zero ? mi.heap_zalloc(heaps[i], size) :
+		    mi.heap_malloc(heaps[i], size);
+		if (p == NULL && i == 0 && pool_bytes != 0) {
+			pool_skip = LL_POOL_RETRY;
+			__atomic_fetch_add(&hp_ll_counts.pool_full, 1,
+			    __ATOMIC_RELAXED);
+		}
+	}
+	if (hp_unlikely(p == NULL)) {
+		__atomic_fetch_add(&hp_ll_counts.full, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(p),
+	    __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+void hp_ll_free(void *p) {
+	hp_assert(hp_ll_contains(p));
+	__atomic_fetch_sub(&hp_ll_counts.live_bytes, mi.usable_size(p),
+	    __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_ll_counts.ndalloc, 1, __ATOMIC_RELAXED);
+	mi.free(p);
+}
+
+size_t hp_ll_usable(const void *p) {
+	hp_assert(hp_ll_contains(p));
+	return mi.usable_size(p);
+}
+
+/* In place or within the class, from this thread's heap; NULL (p kept)
+ * if this thread has none, or the class is full. */
+void *hp_ll_realloc(void *p, size_t size) {
+	hp_assert(hp_ll_contains(p));
+	if (thread_state != 1 || size == 0)
+		return NULL;
+	size_t old = mi.usable_size(p);
+	mi_heap_t *h = heaps[narenas - 1];
+	if (pool_bytes != 0 && (uintptr_t)p - hp_ll_base < pool_bytes)
+		h = heaps[0];
+	void *q = mi.heap_realloc(h, p, size);
+	if (q == NULL)
+		return NULL;
+	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(q) - old,
+	    __ATOMIC_RELAXED);
+	if (q != p) {
+		__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hp_ll_counts.ndalloc, 1, __ATOMIC_RELAXED);
+	}
+	return q;
+}
+
+bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size) {
+	if (c->long_lived != HP_LL_MIMALLOC || size < HP_LL_ALIGN)
+		return false;
+	hp_ll_size = size;
+	__atomic_store_n(&hp_ll_base, base, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The class's counters: the library's own counts, and the kernel's
+ * figures for the range (the pool arena's pages are huge pages, mapped
+ * whole; the rest as the kernel holds it). */
+struct scan {
+	hp_arena_stats_t *a;
+};
+
+static void resident_run(void *ctx, uintptr_t start, uintptr_t end,
+    bool huge) {
+	hp_arena_stats_t *a = ((struct scan *)ctx)->a;
+	a->resident_bytes += end - start;
+	if (huge)
+		a->resident_huge_bytes += end - start;
+}
+
+bool hp_ll_scan(hp_arena_stats_t *a) {
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2)
+		return false;
+	struct scan s = {a};
+	a->live_bytes = __atomic_load_n(&hp_ll_counts.live_bytes,
+	    __ATOMIC_RELAXED);
+	a->nmalloc = __atomic_load_n(&hp_ll_counts.nmalloc, __ATOMIC_RELAXED);
+	a->ndalloc = __atomic_load_n(&hp_ll_counts.ndalloc, __ATOMIC_RELAXED);
+	hp_os_resident(hp_ll_base, hp_ll_base + pool_bytes, true, resident_run,
+	    &s);
+	uint64_t pool_resident = a->resident_bytes;
+	hp_os_resident(hp_ll_base + pool_bytes, hp_ll_base + hp_ll_size, thp,
+	    resident_run, &s);
+	uint64_t rest = a->resident_bytes - pool_resident;
+	a->hugetlb_2m_bytes = pool_bytes;
+	if (thp)
+		a->thp_bytes = rest;
+	else
+		a->small_page_bytes = rest;
+	a->mapped_bytes = pool_bytes + rest;
+	/* mimalloc's free blocks and its segments' own records, on the
+	 * class's pages. */
+	a->in_use_bytes = a->live_bytes < a->resident_bytes ? a->live_bytes :
+	    a->resident_bytes;
+	a->stranded_bytes = a->resident_bytes - a->in_use_bytes;
+	a->fallback_pool_empty = __atomic_load_n(&hp_ll_counts.pool_full,
+	    __ATOMIC_RELAXED);
+	a->fallback_mmap_failed = __atomic_load_n(&hp_ll_counts.full,
+	    __ATOMIC_RELAXED);
+	return true;
+}

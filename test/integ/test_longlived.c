@@ -1,0 +1,306 @@
+/* The long-lived class (src/longlived.c): promoted small objects in
+ * mimalloc heaps over the class's own range, beside jemalloc's path
+ * (long_lived:jemalloc); the pool first; threads and fork; mimalloc's
+ * options; libmimalloc absent or already the program's. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness.h"
+
+#define POOL_2M "/proc/sys/vm/nr_hugepages"
+#define MI_LIB "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
+
+static hp_knob_t pool;
+static void restore(void) {
+	hp_knob_restore(&pool);
+}
+
+static hp_run_t run_env(const char *const *argv, const char *conf,
+    const char *extra) {
+	char env0[600];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, extra, NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1, "%s", r.out);
+	return r;
+}
+
+static hp_run_t index_run(const char *conf, const char *extra) {
+	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
+	return run_env(argv, conf, extra);
+}
+
+/* A counter of the class at exit: the third column of a text line. */
+static double ll_counter(const hp_run_t *r, const char *name) {
+	const char *head = strstr(r->err, "long_lived\n");
+	cr_assert(head != NULL, "no long_lived column in:\n%s", r->err);
+	const char *p = strstr(head, name);
+	cr_assert(p != NULL, "no %s in:\n%s", name, r->err);
+	double a, b, c;
+	cr_assert_eq(sscanf(p + strlen(name), "%lf %lf %lf", &a, &b, &c), 3);
+	return c;
+}
+
+/* The class's range, from the verbose line. */
+static void ll_range(const hp_run_t *r, unsigned long *lo, unsigned long *hi) {
+	const char *p = strstr(r->err, "long-lived class: mimalloc");
+	cr_assert(p != NULL, "no class line in:\n%s", r->err);
+	p = strstr(p, " at 0x");
+	cr_assert(p != NULL, "%s", r->err);
+	cr_assert_eq(sscanf(p, " at %lx-%lx", lo, hi), 2, "%s", r->err);
+}
+
+/* Index nodes on huge pages in hg mappings, request buffers in nh. */
+static void placed_right(const hp_run_t *r) {
+	cr_assert_geq(hp_kv(r, "late_nodes_huge_frac"), 0.9, "%s", r->out);
+	cr_assert_geq(hp_kv(r, "late_nodes_hg_frac"), 0.9, "%s", r->out);
+	cr_assert_eq(hp_kv(r, "requests_nh_frac"), 1, "%s", r->out);
+	cr_assert_eq(hp_kv(r, "requests_huge_frac"), 0, "%s", r->out);
+}
+
+Test(longlived, index_in_the_class_requests_in_nh) {
+	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
+	    "verbose:true,stats_print:true", NULL);
+	placed_right(&r);
+	unsigned long lo, hi;
+	ll_range(&r, &lo, &hi);
+	unsigned long at = (unsigned long)hp_kv(&r, "late_nodes_at");
+	cr_assert(at >= lo && at < hi, "a late node at %#lx, the class at "
+	    "%#lx-%#lx", at, lo, hi);
+	/* 1.5 million nodes after warm-up, 48 B each: mimalloc's. */
+	cr_assert_geq(ll_counter(&r, "allocations "), 1000000, "%s", r.err);
+	cr_assert_geq(ll_counter(&r, "live_bytes "), 48.0 * 1000000);
+	cr_assert_geq(ll_counter(&r, "resident_huge_bytes "),
+	    ll_counter(&r, "live_bytes "), "the kernel's huge bytes of the "
+	    "range hold the live ones");
+	cr_assert_eq(hp_err_lines(&r), 2, "the policy line and the class's "
+	    "only:\n%s", r.err);
+	/* jemalloc's "stats.allocated" counts the class's objects too. */
+	cr_assert_geq(hp_kv(&r, "allocated"), 2000000 * 48.0, "%s", r.out);
+	hp_run_free(&r);
+}
+
+Test(longlived, jemalloc_setting_keeps_the_huge_arena) {
+	hp_run_t r = index_run("lifetime:learn,long_lived:jemalloc,"
+	    "stats_print:true", NULL);
+	placed_right(&r);
+	cr_assert_null(strstr(r.err, "long_lived\n"), "no class column:\n%s",
+	    r.err);
+	cr_assert_geq(hp_kv(&r, "allocated"), 2000000 * 48.0, "%s", r.out);
+	cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* The handback program under a profile that promotes the index site:
+ * nodes freed by their own thread, then by another thread's, are never
+ * handed to the request site (all request buffers small-class, nh). */
+static void handback(const char *setting) {
+	char prof[128], conf[400];
+	snprintf(prof, sizeof prof, "/tmp/hp-ll-%s.%d.prof", setting,
+	    (int)getpid());
+	snprintf(conf, sizeof conf, "lifetime:learn,long_lived:%s,"
+	    "lifetime_record:%s", setting, prof);
+	hp_run_t a = index_run(conf, NULL);
+	hp_run_free(&a);
+	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:%s,"
+	    "lifetime_profile:%s", setting, prof);
+	const char *argv[] = {hp_path("lifetime"), "handback", "8", NULL};
+	hp_run_t r = run_env(argv, conf, NULL);
+	unlink(prof);
+	cr_assert_eq(hp_kv(&r, "nodes_huge_frac_min"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "requests_not_small"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "requests_not_nh"), 0, "%s", r.out);
+	cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
+	hp_run_free(&r);
+}
+
+Test(longlived, freed_objects_never_reach_another_site) {
+	handback("mimalloc");
+}
+
+Test(longlived, freed_objects_never_reach_another_site_jemalloc) {
+	handback("jemalloc");
+}
+
+/* 8 threads make promoted nodes and free each other's while the main
+ * thread forks 20 children that free and make them too. */
+Test(longlived, threads_free_across_and_fork) {
+	char prof[128], conf[400];
+	snprintf(prof, sizeof prof, "/tmp/hp-ll-fork.%d.prof", (int)getpid());
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
+	hp_run_t a = index_run(conf, NULL);
+	hp_run_free(&a);
+	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:mimalloc,"
+	    "lifetime_profile:%s,stats_print:true", prof);
+	const char *argv[] = {hp_path("lifetime"), "crossfork", "8", NULL};
+	hp_run_t r = run_env(argv, conf, NULL);
+	unlink(prof);
+	cr_assert_eq(hp_kv(&r, "forks_failed"), 0, "%s%s", r.out, r.err);
+	cr_assert_geq(hp_kv(&r, "sets"), 8, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "nodes_huge_frac"), 1, "%s", r.out);
+	cr_assert_geq(ll_counter(&r, "frees "), 8 * 20000.0, "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* With a pool of 64 pages the class maps half of what is free when it
+ * starts (whole 32 MiB arena blocks) and fills them before THP. */
+Test(longlived, pool_pages_first, .fini = restore) {
+	hp_knob_require(&pool, POOL_2M, "64");
+	char buf[32];
+	hp_knob_read(POOL_2M, buf, sizeof buf);
+	if (atol(buf) != 64)
+		cr_skip_test("the kernel reserved %s huge pages of the 64 asked "
+		    "for (memory too fragmented)", buf);
+	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
+	    "stats_print:true,verbose:true", NULL);
+	/* hugetlb areas have no "hg" flag: they are huge pages anyway. */
+	cr_assert_geq(hp_kv(&r, "late_nodes_huge_frac"), 0.9, "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "late_nodes_hg_frac") + hp_kv(&r,
+	    "late_nodes_hugetlb_frac"), 0.9, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "requests_nh_frac"), 1, "%s", r.out);
+	const char *p = strstr(r.err, " MiB from the hugetlb pool, the rest THP)");
+	cr_assert(p != NULL, "%s", r.err);
+	while (p > r.err && p[-1] != '(')
+		p--;
+	long mib = atol(p);
+	cr_assert_geq(mib, 32, "no pool pages taken:\n%s", r.err);
+	cr_assert_eq(mib % 32, 0);
+	cr_assert_eq(hp_kv(&r, "promoted_first_hugetlb_frac"), 1, "the first "
+	    "promoted node is not on a hugetlb page:\n%s", r.out);
+	cr_assert_gt(hp_kv(&r, "late_nodes_hugetlb_frac"), 0, "%s", r.out);
+	cr_assert_eq(ll_counter(&r, "hugetlb_2m_bytes "), mib << 20);
+	cr_assert_geq(ll_counter(&r, "fallbacks_pool_empty "), 1, "the pool "
+	    "arena filled, then THP:\n%s", r.err);
+	cr_assert_gt(ll_counter(&r, "thp_bytes "), 0);
+	hp_run_free(&r);
+}
+
+/* mimalloc's options that would split huge pages are held, one line
+ * each the user set; those it needs not are left alone. */
+Test(longlived, mimalloc_options_held) {
+	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc",
+	    "MIMALLOC_PAGE_RESET=1");
+	placed_right(&r);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "MIMALLOC_PAGE_RESET=1 ignored: the long-lived "
+	    "class keeps it at 0"), "%s", r.err);
+	hp_run_free(&r);
+	r = index_run("lifetime:learn,long_lived:mimalloc",
+	    "MIMALLOC_ALLOW_DECOMMIT=0");
+	cr_assert_eq(hp_err_lines(&r), 0, "what it would set anyway is "
+	    "not reported:\n%s", r.err);
+	hp_run_free(&r);
+}
+
+/* Without libmimalloc (hidden in a mount namespace) the class stays on
+ * jemalloc's path, said in one line, and placement is the same. */
+Test(longlived, without_libmimalloc) {
+	if (access(MI_LIB, R_OK) != 0)
+		cr_skip_test("%s is not installed", MI_LIB);
+	hp_run_t r = hp_script(
+	    "unshare -m sh -c \"mount --bind /dev/null " MI_LIB " && "
+	    "exec env LD_PRELOAD=$B/libhugepreload.so $B/lifetime index 2000000\"",
+	    "lifetime:learn,long_lived:mimalloc,stats_print:true");
+	if (r.code != 0 && strstr(r.err, "unshare"))
+		cr_skip_test("no mount namespace here: %s", r.err);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
+	placed_right(&r);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "the long-lived class stays on jemalloc: "),
+	    "%s", r.err);
+	cr_assert_null(strstr(r.err, "long_lived\n"), "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* A program that has libmimalloc loaded itself keeps it to itself. */
+Test(longlived, program_with_its_own_libmimalloc) {
+	if (access(MI_LIB, R_OK) != 0)
+		cr_skip_test("%s is not installed", MI_LIB);
+	char pre[300];
+	snprintf(pre, sizeof pre, "LD_PRELOAD=%s %s", hp_path("libhugepreload.so"),
+	    MI_LIB);
+	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=lifetime:learn,long_lived:mimalloc",
+	    pre, NULL};
+	hp_run_t r = hp_run(argv, env, false, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
+	placed_right(&r);
+	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
+	cr_assert(strstr(r.err, "stays on jemalloc: the program has loaded "
+	    "libmimalloc.so.2 itself"), "%s", r.err);
+	hp_run_free(&r);
+}
+
+/* hugepreload stat of a program holding the index: the class's counters
+ * are the kernel's figures for its range (smaps, read by the command), in
+ * text, JSON and Prometheus. */
+Test(longlived, counters_match_smaps) {
+	hp_run_t r = hp_script(
+	    "start env LD_PRELOAD=${B}libhugepreload.so ${B}lifetime index "
+	    "2000000 hold; "
+	    "ready() { $HP stat $pid > $T/s 2>/dev/null && "
+	    "grep -q '^smaps of the long-lived' $T/s; }; until_ok ready; "
+	    "grep -E '^(smaps of the long-lived|allocations|live_bytes)' $T/s; "
+	    "$HP stat $pid --json | python3 -c 'import json, sys; "
+	    "d = json.load(sys.stdin); k = d[\"kernel\"]; "
+	    "a = d[\"arenas\"][\"long_lived\"]; "
+	    "print(\"json_resident=%d\\njson_kernel=%d\\njson_huge=%d\\n"
+	    "json_kernel_huge=%d\" % (a[\"resident_bytes\"], "
+	    "k[\"long_lived_range_resident_bytes\"], a[\"resident_huge_bytes\"], "
+	    "k[\"long_lived_range_huge_bytes\"]))'; "
+	    "$HP stat $pid --prometheus > $T/p; python3 ${B}promcheck.py < $T/p; "
+	    "echo prom_series=$(grep -c 'arena=\"long_lived\"' $T/p); "
+	    "kill $pid; wait", "lifetime:learn,long_lived:mimalloc");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	unsigned long res, huge, cres, chuge;
+	const char *l = strstr(r.out, "smaps of the long-lived class's range:");
+	cr_assert(l && sscanf(l, "smaps of the long-lived class's range: "
+	    "resident %lu, on huge pages %lu (counted: %lu, %lu)", &res, &huge,
+	    &cres, &chuge) == 4, "%s", r.out);
+	cr_assert_geq(res, 48ul * 1000000, "%s", r.out);
+	cr_assert_eq(res, cres, "smaps and the counter differ:\n%s", r.out);
+	cr_assert_eq(huge, chuge, "%s", r.out);
+	cr_assert_geq(huge, res / 10 * 9, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "json_resident"), hp_kv(&r, "json_kernel"));
+	cr_assert_eq(hp_kv(&r, "json_huge"), hp_kv(&r, "json_kernel_huge"));
+	cr_assert_geq(hp_kv(&r, "prom_series"), 10, "%s", r.out);
+	cr_assert(strstr(r.out, "ok "), "promcheck: %s%s", r.out, r.err);
+	hp_run_free(&r);
+}
+
+/* The key: both values, and a bad one reported on one line with the
+ * default kept. */
+Test(longlived, key_values) {
+	const char *argv[] = {hp_path("policy"), NULL};
+	const char *good[][2] = {{"long_lived:jemalloc", "long_lived:jemalloc"},
+	    {"long_lived:mimalloc", "long_lived:mimalloc"},
+	    {"lifetime:learn", "long_lived:mimalloc"}};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		char env0[200];
+		snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", good[i][0]);
+		const char *env[] = {env0, NULL};
+		hp_run_t r = hp_run(argv, env, true, NULL);
+		cr_assert_eq(r.code, 0);
+		cr_assert(strstr(r.out, good[i][1]), "%s: %s", good[i][0], r.out);
+		cr_assert_eq(hp_err_lines(&r), 0, "%s", r.err);
+		hp_run_free(&r);
+	}
+	const char *bad[] = {"long_lived:tcmalloc", "long_lived:", "long_lived:1",
+	    "long_lived:MIMALLOC"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char env0[200];
+		snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", bad[i]);
+		const char *env[] = {env0, NULL};
+		hp_run_t r = hp_run(argv, env, true, NULL);
+		cr_assert_eq(r.code, 0);
+		cr_assert(strstr(r.out, "long_lived:mimalloc"), "%s", r.out);
+		cr_assert_eq(hp_err_lines(&r), 1, "%s: %s", bad[i], r.err);
+		cr_assert(strstr(r.err, "long_lived"), "%s", r.err);
+		hp_run_free(&r);
+	}
+}
