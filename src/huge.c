@@ -223,6 +223,13 @@ static bool start_huge(void) {
 	return ok;
 }
 
+void hp_huge_start_threads(void) {
+	hp_lock(&start_lock);
+	if (!threads_on)
+		start_threads();
+	hp_unlock(&start_lock);
+}
+
 static bool started(void) {
 	return hp_likely(__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE)) ||
 	    start_huge();

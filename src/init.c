@@ -29,9 +29,11 @@ static void atfork_prepare(void) {
 	hp_edata_prefork();
 	hp_jemap_prefork();
 	hp_mmap_prefork();
+	hp_llpages_prefork();
 }
 
 static void atfork_parent(void) {
+	hp_llpages_postfork_parent();
 	hp_mmap_postfork_parent();
 	hp_jemap_postfork_parent();
 	hp_edata_postfork_parent();
@@ -40,6 +42,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
 	hp_jefork_child();
+	hp_llpages_postfork_child();
 	hp_mmap_postfork_child();
 	hp_jemap_postfork_child();
 	hp_edata_postfork_child();

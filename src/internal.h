@@ -232,6 +232,9 @@ int hp_arena_decay(unsigned ind, long dirty_ms);
 /* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
  * jemalloc refuses. */
 unsigned hp_arena_create(struct extent_hooks_s *hooks);
+/* Starts the huge class's threads (the maintenance thread), for a class
+ * that uses huge pages without the huge arena. */
+void hp_huge_start_threads(void);
 /* Frees an object of the region (free()'s owned-range path). */
 void hp_huge_free(void *p);
 
@@ -300,6 +303,24 @@ void hp_ll_free(void *p);
 size_t hp_ll_usable(const void *p);
 /* p resized within the class, or NULL with p untouched. */
 void *hp_ll_realloc(void *p, size_t size);
+/* Gives empty segments back: due ones (every decay_ms, from the
+ * maintenance thread), or all at once (trim, malloc_trim). */
+void hp_ll_collect(uint64_t now_ns, bool trim);
+/* llpages.c: the class's THP arena, whose decommits (mimalloc's, through
+ * the exported madvise) give back only whole 2 MiB pages. */
+extern uintptr_t hp_llpages_base;
+extern size_t hp_llpages_size;
+static inline bool hp_llpages_contains(const void *p) {
+	return (uintptr_t)p - hp_llpages_base < hp_llpages_size;
+}
+bool hp_llpages_init(uintptr_t base, size_t size);
+int hp_llpages_mprotect(void *addr, size_t len, int prot);
+int hp_llpages_madvise(void *addr, size_t len, int advice);
+void hp_llpages_scan(hp_arena_stats_t *a);
+size_t hp_llpages_enforce(size_t limit);
+void hp_llpages_prefork(void);
+void hp_llpages_postfork_parent(void);
+void hp_llpages_postfork_child(void);
 /* The class's counters into *a; false (a untouched) if it is not in use. */
 bool hp_ll_scan(hp_arena_stats_t *a);
 

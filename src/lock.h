@@ -15,7 +15,8 @@
  * 10    edata.c edata_lock    the descriptor pages
  * 11    jemap.c jemap_lock    the ranges of jemalloc's own mappings
  * 12    mmap.c mmap_lock      the program's advised reservations
- * Ranks 8 to 12 are leaves, taken inside jemalloc's extent code with
+ * 13    llpages.c lock        the long-lived class's page bitmaps
+ * Ranks 8 to 13 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
  * together (init.c), in this order.
  */
@@ -37,6 +38,7 @@ enum {
 	HP_RANK_EDATA = 10,
 	HP_RANK_JEMAP = 11,
 	HP_RANK_MMAP = 12,
+	HP_RANK_LLPAGES = 13,
 };
 
 typedef struct {

@@ -67,6 +67,9 @@ static struct {
 	long (*option_get)(mi_option_t);
 	void (*option_set)(mi_option_t, long);
 	void (*register_output)(mi_output_fun *, void *);
+	void (*thread_init)(void);
+	void (*collect)(bool);
+	void (*heap_collect)(mi_heap_t *, bool);
 } mi;
 
 static const struct {
@@ -85,6 +88,9 @@ static const struct {
 	F(option_get, "mi_option_get"),
 	F(option_set, "mi_option_set"),
 	F(register_output, "mi_register_output"),
+	F(thread_init, "mi_thread_init"),
+	F(collect, "mi_collect"),
+	F(heap_collect, "mi_heap_collect"),
 #undef F
 };
 
@@ -95,8 +101,10 @@ static const struct {
 	long want, dflt;
 	const char *why;
 } held[] = {
-	{mi_option_allow_decommit, "MIMALLOC_ALLOW_DECOMMIT", 0, 1,
-	 "64 KiB decommits would split huge pages"},
+	{mi_option_allow_decommit, "MIMALLOC_ALLOW_DECOMMIT", 1, 1,
+	 "free spans go back whole huge pages at a time"},
+	{mi_option_decommit_delay, "MIMALLOC_DECOMMIT_DELAY", 0, 25,
+	 "decommits only mark spans free here"},
 	{mi_option_page_reset, "MIMALLOC_PAGE_RESET", 0, 0,
 	 "resets would split huge pages"},
 	{mi_option_abandoned_page_decommit, "MIMALLOC_ABANDONED_PAGE_DECOMMIT",
@@ -169,6 +177,9 @@ static bool make_arenas(void) {
 		}
 	}
 	thp = hp_backing_advise(a, left);
+	/* Its decommits give back whole huge pages only (llpages.c). */
+	if (thp && !hp_llpages_init(a, left))
+		return narenas != 0;
 	if (mi.manage((void *)a, left, false, false, true, -1, true,
 	    &arena_id[narenas]))
 		narenas++;
@@ -242,6 +253,9 @@ static bool ready(void) {
 		    (unsigned long)(hp_ll_base + hp_ll_size), pool_bytes >> 20,
 		    thp ? "THP" : "4 KiB");
 	__atomic_store_n(&state, e == NULL ? 2 : 3, __ATOMIC_RELEASE);
+	/* Empty segments go back on the maintenance thread's pace. */
+	if (e == NULL)
+		hp_huge_start_threads();
 	return e == NULL;
 }
 
@@ -320,6 +334,38 @@ void *hp_ll_realloc(void *p, size_t size) {
 	return q;
 }
 
+/*
+ * Empty segments go back to the kernel. mimalloc keeps a freed segment
+ * committed in its segment cache and, with allow_decommit held at 0,
+ * would never give it back; a forced collect hands every cached segment
+ * to its arena, which gives the whole 32 MiB back (MADV_DONTNEED; pool
+ * pages stay). It also frees the segments of exited threads that other
+ * threads have emptied since. The maintenance thread does it once every
+ * decay_ms (never with -1), malloc_trim at once, with this thread's heaps
+ * collected first.
+ */
+static HP_TLS bool collector;
+static uint64_t last_collect_ns;
+
+void hp_ll_collect(uint64_t now_ns, bool trim) {
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2)
+		return;
+	if (!trim && (hp_conf.decay_ms < 0 || now_ns - last_collect_ns <
+	    (uint64_t)hp_conf.decay_ms * 1000000u))
+		return;
+	last_collect_ns = now_ns;
+	if (!collector) {
+		hp_mmap_own = true;
+		mi.thread_init();        /* mi_collect needs this thread's heap */
+		hp_mmap_own = false;
+		collector = true;
+	}
+	if (trim && thread_state == 1)
+		for (unsigned i = 0; i < narenas; i++)
+			mi.heap_collect(heaps[i], true);
+	mi.collect(true);
+}
+
 bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size) {
 	if (c->long_lived != HP_LL_MIMALLOC || size < HP_LL_ALIGN)
 		return false;
@@ -363,11 +409,12 @@ bool hp_ll_scan(hp_arena_stats_t *a) {
 	else
 		a->small_page_bytes = rest;
 	a->mapped_bytes = pool_bytes + rest;
-	/* mimalloc's free blocks and its segments' own records, on the
-	 * class's pages. */
-	a->in_use_bytes = a->live_bytes < a->resident_bytes ? a->live_bytes :
-	    a->resident_bytes;
-	a->stranded_bytes = a->resident_bytes - a->in_use_bytes;
+	/* Free spans kept resident beside live ones in huge pages; the rest
+	 * is mimalloc's: objects, free blocks among them, its records. */
+	hp_llpages_scan(a);
+	if (a->stranded_bytes > a->resident_bytes)
+		a->stranded_bytes = a->resident_bytes;
+	a->in_use_bytes = a->resident_bytes - a->stranded_bytes;
 	a->fallback_pool_empty = __atomic_load_n(&hp_ll_counts.pool_full,
 	    __ATOMIC_RELAXED);
 	a->fallback_mmap_failed = __atomic_load_n(&hp_ll_counts.full,

@@ -240,11 +240,17 @@ HP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags,
 	return p;
 }
 
+/* The long-lived class's commits and decommits (libmimalloc's) go to
+ * llpages.c. */
 HP_EXPORT int mprotect(void *addr, size_t len, int prot) {
+	if (hp_unlikely(hp_llpages_contains(addr)))
+		return hp_llpages_mprotect(addr, len, prot);
 	return hp_os_mprotect(addr, len, prot);
 }
 
 HP_EXPORT int madvise(void *addr, size_t len, int advice) {
+	if (hp_unlikely(hp_llpages_contains(addr)))
+		return hp_llpages_madvise(addr, len, advice);
 	return hp_os_madvise(addr, len, advice);
 }
 

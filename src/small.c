@@ -37,6 +37,7 @@ int hp_purge_all(void) {
 		nanosleep(&ms, NULL);
 	}
 	hp_edata_trim();
+	hp_ll_collect(0, true);
 	hp_stats_refresh(false);
 	return unused > 0;
 }

@@ -273,20 +273,30 @@ static void publish(void) {
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELEASE);     /* even */
 }
 
+/* strand_limit: what the stranded bytes of a class must come down to. A
+ * share p of resident bytes R, with S stranded now: splitting frees
+ * exactly the stranded bytes it removes, so S' <= p (R - S + S') holds
+ * once S' <= p / (1 - p) (R - S). */
+static uint64_t strand_target(const hp_arena_stats_t *a) {
+	if (hp_conf.strand_pct && hp_conf.strand_limit < 100)
+		return (a->resident_bytes - a->stranded_bytes) /
+		    (100 - hp_conf.strand_limit) * hp_conf.strand_limit;
+	return hp_conf.strand_limit;
+}
+
 void hp_stats_refresh(bool enforce) {
 	hp_lock(&refresh_lock);
 	collect(&local);
-	/* strand_limit: split the emptiest huge pages, then count again. A
-	 * share p of resident bytes R, with S stranded now: splitting frees
-	 * exactly the stranded bytes it removes, so S' <= p (R - S + S')
-	 * holds once S' <= p / (1 - p) (R - S). */
+	/* Split the emptiest huge pages, then count again: the huge class,
+	 * then the long-lived class over its own resident bytes. */
 	const hp_arena_stats_t *h = &local.arena[1];
 	if (enforce && h->stranded_bytes > local.strand_limit_bytes) {
-		uint64_t target = hp_conf.strand_limit;
-		if (hp_conf.strand_pct && hp_conf.strand_limit < 100)
-			target = (h->resident_bytes - h->stranded_bytes) /
-			    (100 - hp_conf.strand_limit) * hp_conf.strand_limit;
-		hp_region_enforce(target);
+		hp_region_enforce(strand_target(h));
+		collect(&local);
+	}
+	const hp_arena_stats_t *l = &local.arena[2];
+	if (enforce && local.narenas > 2 && l->stranded_bytes > limit_of(l)) {
+		hp_llpages_enforce(strand_target(l));
 		collect(&local);
 	}
 	publish();
@@ -315,8 +325,7 @@ uint64_t hp_stats_ll_resident(void) {
 
 static void *maintain(void *arg) {
 	(void)arg;
-	char decay[64];
-	snprintf(decay, sizeof decay, "arena.%u.decay", hp_huge_arena());
+	char decay[64] = "";
 	long ms = hp_conf.maintain_ms;
 	for (;;) {
 		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
@@ -325,8 +334,15 @@ static void *maintain(void *arg) {
 		 * go back at this pace whatever jemalloc's own thread does. */
 		hp_backing_poll();
 		hp_region_timing(true);
-		hp_je_mallctl(decay, NULL, NULL, NULL, 0);
+		/* The huge arena may come after the thread (started for the
+		 * long-lived class). */
+		if (decay[0] == '\0' && hp_huge_arena() != HP_NO_ARENA)
+			snprintf(decay, sizeof decay, "arena.%u.decay",
+			    hp_huge_arena());
+		if (decay[0] != '\0')
+			hp_je_mallctl(decay, NULL, NULL, NULL, 0);
 		hp_edata_trim();
+		hp_ll_collect(now_ns(), false);
 		hp_stats_refresh(true);
 		uint64_t ns = hp_region_timing(false);
 		/* Read by the next refresh, under its lock. */

@@ -178,6 +178,54 @@ Test(longlived, pool_pages_first, .fini = restore) {
 	hp_run_free(&r);
 }
 
+/* A profile that promotes the index site, in prof. */
+static void record(char *prof, size_t n, const char *tag) {
+	char conf[300];
+	snprintf(prof, n, "/tmp/hp-ll-%s.%d.prof", tag, (int)getpid());
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
+	hp_run_t a = index_run(conf, NULL);
+	hp_run_free(&a);
+}
+
+static hp_run_t release_run(const char *prof, const char *keep,
+    const char *extra) {
+	char conf[400];
+	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:mimalloc,"
+	    "lifetime_profile:%s,maintain_ms:100,decay_ms:0,%s", prof, extra);
+	const char *argv[] = {hp_path("lifetime"), "release", keep, NULL};
+	hp_run_t r = run_env(argv, conf, NULL);
+	cr_assert_eq(hp_kv(&r, "huge_frac"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "arenas"), 3, "%s", r.out);
+	return r;
+}
+
+/* Freed, the class's memory goes back in whole huge pages: with every
+ * node freed nothing is split and almost nothing stays; with one node of
+ * every 4096 kept (one per 192 KiB) and strand_limit:100%, nothing is split and the free
+ * parts stay stranded beside them, counted; with strand_limit:0 the
+ * emptiest pages are split until nothing is stranded. */
+Test(longlived, memory_goes_back_in_whole_huge_pages) {
+	char prof[128];
+	record(prof, sizeof prof, "release");
+	hp_run_t r = release_run(prof, "0", "strand_limit:100%");
+	cr_assert_gt(hp_kv(&r, "ll_released"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "ll_split"), 0, "%s", r.out);
+	cr_assert_leq(hp_kv(&r, "ll_resident"), 4 << 20, "all freed:\n%s",
+	    r.out);
+	hp_run_free(&r);
+	r = release_run(prof, "4096", "strand_limit:100%");
+	cr_assert_eq(hp_kv(&r, "ll_split"), 0, "%s", r.out);
+	cr_assert_gt(hp_kv(&r, "ll_stranded"), 0, "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "ll_resident_huge"), hp_kv(&r, "ll_stranded"),
+	    "stranded parts are in huge pages:\n%s", r.out);
+	hp_run_free(&r);
+	r = release_run(prof, "4096", "strand_limit:0");
+	unlink(prof);
+	cr_assert_gt(hp_kv(&r, "ll_split"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "ll_stranded"), 0, "%s", r.out);
+	hp_run_free(&r);
+}
+
 /* mimalloc's options that would split huge pages are held, one line
  * each the user set; those it needs not are left alone. */
 Test(longlived, mimalloc_options_held) {
@@ -189,7 +237,7 @@ Test(longlived, mimalloc_options_held) {
 	    "class keeps it at 0"), "%s", r.err);
 	hp_run_free(&r);
 	r = index_run("lifetime:learn,long_lived:mimalloc",
-	    "MIMALLOC_ALLOW_DECOMMIT=0");
+	    "MIMALLOC_ALLOW_DECOMMIT=1");
 	cr_assert_eq(hp_err_lines(&r), 0, "what it would set anyway is "
 	    "not reported:\n%s", r.err);
 	hp_run_free(&r);

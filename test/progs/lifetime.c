@@ -12,6 +12,9 @@
  *        lifetime handback THREADS  index nodes freed (by their thread, then
  *                                   across threads), then request buffers of
  *                                   the same size: where those are
+ *        lifetime release KEEP      1,000,000 index nodes, all freed but every
+ *                                   KEEP-th (0: all), malloc_trim, then two
+ *                                   maintenance passes: the class's counters
  *        lifetime crossfork THREADS threads making index nodes and freeing
  *                                   each other's while the main thread forks
  *                                   children that use and free them too */
@@ -24,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include <malloc.h>
 #include "hpclass.h"
+#include "types.h"
 #include "probe.h"
 
 static void *(*node_fn)(void);
@@ -354,6 +359,48 @@ static int crossfork(long threads) {
 	return 0;
 }
 
+/* The library's counters page, as "hugepreload stat" reads it. */
+static bool stats_now(hp_stats_t *st) {
+	return probe_stats(st) && st->magic == HP_STATS_MAGIC;
+}
+
+static int release(long keep) {
+	enum { N = 1000000 };
+	void **nodes = malloc(N * sizeof *nodes);
+	add_nodes(nodes, 0, N, false, false);
+	long huge = 0, kept = 0;
+	for (long i = 0; i < N; i++) {
+		huge += hp_class_of(nodes[i]) == 2;
+		if (keep > 0 && i % keep == 0)
+			kept++;
+		else
+			free(nodes[i]);
+	}
+	malloc_trim(0);
+	hp_stats_t st;
+	if (!stats_now(&st))
+		return 3;
+	uint64_t from = st.maintenance.passes;
+	while (stats_now(&st) && st.maintenance.passes < from + 3) {
+		struct timespec d = {0, 10000000};
+		nanosleep(&d, NULL);
+	}
+	const hp_arena_stats_t *a = &st.arena[2];
+	printf("huge_frac=%.3f\nkept=%ld\narenas=%u\nll_resident=%lu\n"
+	    "ll_resident_huge=%lu\nll_stranded=%lu\nll_released=%lu\n"
+	    "ll_split=%lu\nll_live=%lu\nll_limit=%lu\n", (double)huge / N,
+	    kept, st.narenas, (unsigned long)a->resident_bytes,
+	    (unsigned long)a->resident_huge_bytes,
+	    (unsigned long)a->stranded_bytes, (unsigned long)a->pages_released,
+	    (unsigned long)a->pages_split, (unsigned long)a->live_bytes,
+	    (unsigned long)st.strand_limit_bytes);
+	long bad = 0;
+	for (long i = 0; keep > 0 && i < N; i += keep)
+		bad += ((unsigned char *)nodes[i])[47] != 1;
+	printf("data_ok=%d\n", bad == 0);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
@@ -367,6 +414,8 @@ int main(int argc, char **argv) {
 		return handback(n);
 	if (strcmp(argv[1], "crossfork") == 0)
 		return crossfork(n);
+	if (strcmp(argv[1], "release") == 0)
+		return release(n);
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
 		void *h = argc > 3 ? dlopen(argv[3], RTLD_NOW) : NULL;
