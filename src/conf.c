@@ -213,10 +213,10 @@ const hp_option_t hp_options[] = {
       "", "none", "a site table loaded at start-up, so placement is right "
       "from the first allocation"),
     O("long_lived", K_WORD, long_lived, 0, 0, long_lived_names,
-      "mimalloc|jemalloc", "mimalloc", "mimalloc", "what serves the small "
-      "objects of long-lived sites, on huge pages: mimalloc heaps in "
-      "arenas of their own (Debian's libmimalloc, loaded at the first "
-      "promotion), or the huge class's jemalloc arena"),
+      "jemalloc|mimalloc", "jemalloc", "jemalloc", "what serves the small "
+      "objects of long-lived sites, on huge pages: the huge class's "
+      "jemalloc arena, or mimalloc heaps in arenas of their own (Debian's "
+      "libmimalloc, loaded at the first promotion)"),
     O("maintain_ms", K_LONG, maintain_ms, HP_MAINT_MIN, HP_MAINT_MAX, NULL,
       "10..3600000", "1000", "1000", "how often the maintenance thread "
       "refreshes the live counters, drives the huge class's decay and "

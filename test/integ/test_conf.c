@@ -9,7 +9,7 @@
 
 /* The policy string: threshold, backing, then the rest at defaults. */
 /* The lifetime keys' defaults, at the end of every policy line. */
-#define MT ",maintain_ms:1000,long_lived:mimalloc,mmap_threshold:8388608"
+#define MT ",maintain_ms:1000,long_lived:jemalloc,mmap_threshold:8388608"
 #define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250" MT
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
@@ -223,7 +223,7 @@ Test(conf, mmap_threshold_values) {
 		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
 		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
 		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:1000,"
-		    "long_lived:mimalloc,mmap_threshold:%s", good[i][1]);
+		    "long_lived:jemalloc,mmap_threshold:%s", good[i][1]);
 		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
 		cr_assert_eq(hp_kv(&r, "class"), 2);
 		hp_run_free(&r);
@@ -246,7 +246,7 @@ Test(conf, maintain_ms_values) {
 		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
 		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
 		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:%s,"
-		    "long_lived:mimalloc,mmap_threshold:8388608", good[i][1]);
+		    "long_lived:jemalloc,mmap_threshold:8388608", good[i][1]);
 		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
 		cr_assert_eq(hp_kv(&r, "class"), 2);
 		hp_run_free(&r);

@@ -327,7 +327,7 @@ Test(longlived, key_values) {
 	const char *argv[] = {hp_path("policy"), NULL};
 	const char *good[][2] = {{"long_lived:jemalloc", "long_lived:jemalloc"},
 	    {"long_lived:mimalloc", "long_lived:mimalloc"},
-	    {"lifetime:learn", "long_lived:mimalloc"}};
+	    {"lifetime:learn", "long_lived:jemalloc"}};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
 		char env0[200];
 		snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", good[i][0]);
@@ -346,7 +346,7 @@ Test(longlived, key_values) {
 		const char *env[] = {env0, NULL};
 		hp_run_t r = hp_run(argv, env, true, NULL);
 		cr_assert_eq(r.code, 0);
-		cr_assert(strstr(r.out, "long_lived:mimalloc"), "%s", r.out);
+		cr_assert(strstr(r.out, "long_lived:jemalloc"), "%s", r.out);
 		cr_assert_eq(hp_err_lines(&r), 1, "%s: %s", bad[i], r.err);
 		cr_assert(strstr(r.err, "long_lived"), "%s", r.err);
 		hp_run_free(&r);

@@ -212,7 +212,7 @@ Test(conf, lifetime_keys) {
 Test(conf, long_lived) {
 	msgs_t m;
 	hp_conf_t c = parse(NULL, &m);
-	cr_assert_eq(c.long_lived, HP_LL_MIMALLOC);
+	cr_assert_eq(c.long_lived, HP_LL_JEMALLOC);
 	c = parse("long_lived:jemalloc", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert_eq(c.long_lived, HP_LL_JEMALLOC);
