@@ -286,7 +286,7 @@ $(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
 	$(CXX) -std=c++17 -O3 -msse4.2 -DNDEBUG -Itest/progs -o $@ $< \
 		$(BUILD)/probe.o $$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
 
-BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap
+BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap $(BUILD)/mfloop
 bench:
 	scripts/setup-deps demo numpy
 	$(MAKE) all $(BENCH_BINS)

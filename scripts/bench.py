@@ -76,14 +76,14 @@ CONFIGS = {
                                                "long_lived:mimalloc,"
                                                "lifetime_record:{prof}"},
                           False, "hugepreload, lifetime:learn, "
-                                 "long_lived:mimalloc (the default)"),
+                                 "long_lived:mimalloc"),
     # The other long_lived setting, beside it in the same run.
     "hugepreload-learn-je": ({"LD_PRELOAD": os.path.join(BUILD,
                                                          "libhugepreload.so"),
                               "HUGEPRELOAD_CONF": "lifetime:learn,"
                                                   "long_lived:jemalloc"},
                              False, "hugepreload, lifetime:learn, "
-                                    "long_lived:jemalloc"),
+                                    "long_lived:jemalloc (the default)"),
     "hugepreload-replay": ({"LD_PRELOAD": os.path.join(BUILD,
                                                        "libhugepreload.so"),
                             "HUGEPRELOAD_CONF": "lifetime:replay,"
@@ -107,7 +107,7 @@ QUICK_CONFIGS = ["glibc", "control", "jemalloc-thp", "mimalloc-large",
 CONCURRENT = {"W4": (3200, 800), "W4r": (3200, 800)}
 
 # Exact figures (callgrind): one run each.
-EXACT = {"W5cg"}
+EXACT = {"W5cg", "W9cg"}
 # Workloads whose figure is not a time: no control (and no THP change
 # while other configurations run beside each other).
 UNTIMED = EXACT | set(CONCURRENT)
@@ -140,6 +140,13 @@ WORKLOADS = {
     "W5cg": (["workloads", "churn", "1"], "instr_per_op",
              "instructions/op (callgrind, 1 thread)", 0,
              ["workloads", "churn", "1"]),
+    # A promoted site's own allocations (bench/mfloop "promoted"): what a
+    # long-lived malloc(64) and its free cost. hugepreload's configurations
+    # replay a profile recorded first with their own settings (a learning
+    # run would see the loop's objects die and demote the site).
+    "W9cg": (["mfloop", "64", "promoted"], "instr_per_op",
+             "instructions per malloc(64)+free at a promoted site "
+             "(callgrind)", 0, ["mfloop", "64", "promoted"]),
     "W6": (["workloads", "reuse", "2000", "5", "25", "20"], "time_s", "s",
            600, ["workloads", "reuse", "400", "5", "25", "20"]),
     # The program's own memory, never seen by malloc: W2's chase through
@@ -192,6 +199,43 @@ def callgrind(argv, env, ops):
     raise RuntimeError(out.stderr[-300:])
 
 
+def promoted_pair(env):
+    """W9cg: callgrind inside mfloop's loop at two lengths; for
+    hugepreload, under a replay of a profile recorded with the same
+    settings that promotes the loop's site."""
+    mfloop = os.path.join(BUILD, "mfloop")
+    env = dict(env)
+    if env.get("LD_PRELOAD", "").endswith("libhugepreload.so"):
+        prof = os.path.join(OUTDIR, "W9cg.prof")
+        keep = [i for i in env.get("HUGEPRELOAD_CONF", "").split(",")
+                if i and i.split(":")[0] not in
+                ("lifetime", "lifetime_record", "lifetime_profile")]
+        rec = dict(env, HUGEPRELOAD_CONF=",".join(
+            keep + ["lifetime_record:" + prof]))
+        subprocess.run(["valgrind", "--tool=none", mfloop, "1000", "64",
+                        "promoted"], env=rec, capture_output=True,
+                       timeout=600)
+        with open(prof) as f:
+            if not any(line.startswith("promote") for line in f):
+                raise RuntimeError("no site promoted in the recorded "
+                                   "profile")
+        env["HUGEPRELOAD_CONF"] = ",".join(
+            keep + ["lifetime:replay", "lifetime_profile:" + prof])
+    n = []
+    for ops in (1000000, 2000000):
+        out = subprocess.run(["valgrind", "--tool=callgrind",
+                              "--callgrind-out-file=/dev/null",
+                              "--toggle-collect=loop", mfloop, str(ops),
+                              "64", "promoted"], env=env,
+                             capture_output=True, text=True, timeout=900)
+        got = [int(line.split(":")[1]) for line in out.stderr.splitlines()
+               if "Collected :" in line]
+        if not got:
+            raise RuntimeError(out.stderr[-300:])
+        n.append(got[0])
+    return (n[1] - n[0]) / 1000000
+
+
 def run_one(config, workload, quick):
     env_add, pool, _ = CONFIGS[config]
     argv, main, _, pool_mib, qargv = WORKLOADS[workload]
@@ -213,6 +257,12 @@ def run_one(config, workload, quick):
             return {"error": str(e)}
         return {"instr_per_op": (b - a) / 200000,
                 "main": (b - a) / 200000}
+    if workload == "W9cg":
+        try:
+            v = promoted_pair(env)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            return {"error": str(e)}
+        return {"instr_per_op": v, "main": v}
     old_pool = None
     if pool and pool_mib:
         old_pool = knob(POOL, pool_mib // 2)
@@ -386,17 +436,24 @@ def report(results, outdir, runs, quick, load):
                   "share | vs control |", "|---|---|---|---|---|---|---|"]
         for w in timed:
             g, c = rows[w].get("glibc", {}), rows[w]["control"]
-            h = rows[w].get("hugepreload", {})
+            # The default configuration, else the first of ours run.
+            name = next((n for n in ["hugepreload"] + sorted(rows[w])
+                         if n.startswith("hugepreload") and n in rows[w]),
+                        "hugepreload")
+            h = rows[w].get(name, {})
             if "median" not in g or "median" not in c:
                 continue
             share = h.get("share_of_gain")
-            hp = f"{h['median']:.2f}" if "median" in h else "error"
+            head = (f"| {w} ({WORKLOADS[w][2]}) | {g['median']:.2f} | "
+                    f"{c['median']:.2f} | {g['median'] / c['median']:.2f}x | ")
+            if "median" not in h:
+                lines.append(head + f"error ({name}) | n/a | |")
+                continue
             lines.append(
-                f"| {w} ({WORKLOADS[w][2]}) | {g['median']:.2f} | "
-                f"{c['median']:.2f} | {g['median'] / c['median']:.2f}x | "
-                f"{hp} | {'n/a' if share is None else f'{share:.2f}'} | "
-                f"{h['median'] / c['median']:.3f}x |" if "median" in h else
-                f"{hp} | n/a | |")
+                head + f"{h['median']:.2f}"
+                f"{'' if name == 'hugepreload' else f' ({name})'} | "
+                f"{'n/a' if share is None else f'{share:.2f}'} | "
+                f"{h['median'] / c['median']:.3f}x |")
         lines.append("")
     for w, per in rows.items():
         unit = WORKLOADS[w][2]
@@ -421,11 +478,65 @@ def report(results, outdir, runs, quick, load):
                          f"{shown} | {mib(row['peak_kb'])} | "
                          f"{mib(row['huge_kb'])} | {sec} |")
         lines.append("")
+    lines += long_lived_table(rows)
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
     chart(rows, outdir, meta)
     print(f"written: {outdir}/results.json, results.md, results.png")
+
+
+# The two long_lived settings, and the rule that names a winner: lower by
+# more than 3% (1% for exact instruction counts), else a tie.
+LL = {"jemalloc": "hugepreload-learn-je", "mimalloc": "hugepreload-learn"}
+LL_SETUP = {"W3"}
+
+
+def long_lived_table(rows):
+    """Both long_lived settings beside the best peer of each measure (any
+    configuration not hugepreload's; the control where it is glibc's
+    own tunable), and which setting wins."""
+    lines = ["## long_lived: jemalloc against mimalloc", "",
+             "Best peer: the lowest median of the configurations not "
+             "hugepreload's. A setting wins a measure when its median is "
+             "lower by more than 3% (instruction counts: 1%); else a tie.",
+             "", "| measure | best peer | jemalloc | mimalloc | winner |",
+             "|---|---|---|---|---|"]
+    wins = {"jemalloc": 0, "mimalloc": 0, "tie": 0}
+    for w, per in rows.items():
+        if not all("median" in per.get(c, {}) for c in LL.values()):
+            continue
+        measures = [(f"{w} {WORKLOADS[w][2]}", "median", fmt)]
+        if w in LL_SETUP:
+            measures.append((f"{w} set-up s", "setup_s",
+                             lambda u, v: f"{v:.2f}"))
+        for label, key, show in measures:
+            unit = WORKLOADS[w][2]
+            peers = {c: r[key] for c, r in per.items()
+                     if not c.startswith("hugepreload") and
+                     r.get(key) is not None and
+                     (c != "control" or w not in CONTROL_ARGV)}
+            je, mi = (per[LL[k]].get(key) for k in ("jemalloc", "mimalloc"))
+            if je is None or mi is None:
+                continue
+            margin = 1.01 if w in EXACT else 1.03
+            win = ("mimalloc" if je > mi * margin else
+                   "jemalloc" if mi > je * margin else "tie")
+            wins[win] += 1
+            if peers:
+                best = min(peers, key=peers.get)
+                bv = peers[best]
+                rel = lambda v: f" ({v / bv:.3f}x)" if bv else ""
+                peer = f"{show(unit, bv)} {best}"
+            else:
+                rel, peer = (lambda v: ""), "none"
+            lines.append(f"| {label} | {peer} | {show(unit, je)}{rel(je)} | "
+                         f"{show(unit, mi)}{rel(mi)} | {win} |")
+    if len(lines) == 6:
+        return []
+    lines += ["", f"jemalloc wins {wins['jemalloc']}, mimalloc "
+              f"{wins['mimalloc']}, ties {wins['tie']}.", ""]
+    return lines
 
 
 def chart(rows, outdir, meta):
