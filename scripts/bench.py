@@ -199,22 +199,29 @@ def callgrind(argv, env, ops):
     raise RuntimeError(out.stderr[-300:])
 
 
-def promoted_pair(env):
+def promoted_pair(config, env):
     """W9cg: callgrind inside mfloop's loop at two lengths; for
     hugepreload, under a replay of a profile recorded with the same
     settings that promotes the loop's site."""
     mfloop = os.path.join(BUILD, "mfloop")
     env = dict(env)
     if env.get("LD_PRELOAD", "").endswith("libhugepreload.so"):
-        prof = os.path.join(OUTDIR, "W9cg.prof")
-        keep = [i for i in env.get("HUGEPRELOAD_CONF", "").split(",")
-                if i and i.split(":")[0] not in
+        items = [i for i in env.get("HUGEPRELOAD_CONF", "").split(",") if i]
+        if "lifetime:off" in items:
+            raise RuntimeError("n/a: nothing is promoted under lifetime:off")
+        prof = os.path.join(OUTDIR, f"W9cg-{config}.prof")
+        if os.path.exists(prof):
+            os.unlink(prof)
+        keep = [i for i in items if i.split(":")[0] not in
                 ("lifetime", "lifetime_record", "lifetime_profile")]
         rec = dict(env, HUGEPRELOAD_CONF=",".join(
             keep + ["lifetime_record:" + prof]))
-        subprocess.run(["valgrind", "--tool=none", mfloop, "1000", "64",
-                        "promoted"], env=rec, capture_output=True,
-                       timeout=600)
+        out = subprocess.run(["valgrind", "--tool=none", mfloop, "1000",
+                              "64", "promoted"], env=rec,
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode != 0 or not os.path.exists(prof):
+            raise RuntimeError("recording the profile failed: " +
+                               " ".join(out.stderr[-300:].split()))
         with open(prof) as f:
             if not any(line.startswith("promote") for line in f):
                 raise RuntimeError("no site promoted in the recorded "
@@ -259,7 +266,7 @@ def run_one(config, workload, quick):
                 "main": (b - a) / 200000}
     if workload == "W9cg":
         try:
-            v = promoted_pair(env)
+            v = promoted_pair(config, env)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
             return {"error": str(e)}
         return {"instr_per_op": v, "main": v}
@@ -412,9 +419,11 @@ def report(results, outdir, runs, quick, load):
         json.dump({"meta": meta, "summary": rows, "raw": results}, f,
                   indent=1)
     la = lambda t: " ".join(f"{x:.2f}" for x in t)
+    exact = ", ".join(sorted(w for w in EXACT if w in rows))
+    exact = f" ({exact}: 1, exact)" if exact else ""
     lines = [f"# hugepreload benchmark, {meta['date']}", "",
              f"{meta['machine']}; commit {meta['commit']}; {runs} run(s) "
-             "per cell (W5cg: 1, exact), interleaved"
+             f"per cell{exact}, interleaved"
              f"{' (quick)' if quick else ''}; {load['minutes']:.1f} minutes. "
              f"Load average (1, 5, 15 min) {la(load['before'])} before, "
              f"{la(load['after'])} after.", "",
@@ -437,7 +446,8 @@ def report(results, outdir, runs, quick, load):
         for w in timed:
             g, c = rows[w].get("glibc", {}), rows[w]["control"]
             # The default configuration, else the first of ours run.
-            name = next((n for n in ["hugepreload"] + sorted(rows[w])
+            name = next((n for n in ["hugepreload", "hugepreload-learn-je"] +
+                         sorted(rows[w])
                          if n.startswith("hugepreload") and n in rows[w]),
                         "hugepreload")
             h = rows[w].get(name, {})
@@ -503,8 +513,16 @@ def long_lived_table(rows):
              "", "| measure | best peer | jemalloc | mimalloc | winner |",
              "|---|---|---|---|---|"]
     wins = {"jemalloc": 0, "mimalloc": 0, "tie": 0}
+    left_out = 0
     for w, per in rows.items():
+        if not any(c in per for c in LL.values()):
+            continue
         if not all("median" in per.get(c, {}) for c in LL.values()):
+            left_out += 1
+            lines.append(f"| {w} {WORKLOADS[w][2]} | | " + " | ".join(
+                "error" if "median" not in per.get(LL[k], {}) else
+                fmt(WORKLOADS[w][2], per[LL[k]]["median"])
+                for k in ("jemalloc", "mimalloc")) + " | not counted |")
             continue
         measures = [(f"{w} {WORKLOADS[w][2]}", "median", fmt)]
         if w in LL_SETUP:
@@ -519,9 +537,9 @@ def long_lived_table(rows):
             je, mi = (per[LL[k]].get(key) for k in ("jemalloc", "mimalloc"))
             if je is None or mi is None:
                 continue
-            margin = 1.01 if w in EXACT else 1.03
-            win = ("mimalloc" if je > mi * margin else
-                   "jemalloc" if mi > je * margin else "tie")
+            margin = 0.99 if w in EXACT else 0.97
+            win = ("mimalloc" if mi < je * margin else
+                   "jemalloc" if je < mi * margin else "tie")
             wins[win] += 1
             if peers:
                 best = min(peers, key=peers.get)
@@ -535,7 +553,9 @@ def long_lived_table(rows):
     if len(lines) == 6:
         return []
     lines += ["", f"jemalloc wins {wins['jemalloc']}, mimalloc "
-              f"{wins['mimalloc']}, ties {wins['tie']}.", ""]
+              f"{wins['mimalloc']}, ties {wins['tie']}"
+              f"{f'; {left_out} left out (an error)' if left_out else ''}.",
+              ""]
     return lines
 
 
