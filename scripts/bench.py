@@ -199,48 +199,20 @@ def callgrind(argv, env, ops):
     raise RuntimeError(out.stderr[-300:])
 
 
-def promoted_pair(config, env):
-    """W9cg: callgrind inside mfloop's loop at two lengths; for
-    hugepreload, under a replay of a profile recorded with the same
-    settings that promotes the loop's site."""
-    mfloop = os.path.join(BUILD, "mfloop")
-    env = dict(env)
-    if env.get("LD_PRELOAD", "").endswith("libhugepreload.so"):
-        items = [i for i in env.get("HUGEPRELOAD_CONF", "").split(",") if i]
-        if "lifetime:off" in items:
-            raise RuntimeError("n/a: nothing is promoted under lifetime:off")
-        prof = os.path.join(OUTDIR, f"W9cg-{config}.prof")
-        if os.path.exists(prof):
-            os.unlink(prof)
-        keep = [i for i in items if i.split(":")[0] not in
-                ("lifetime", "lifetime_record", "lifetime_profile")]
-        rec = dict(env, HUGEPRELOAD_CONF=",".join(
-            keep + ["lifetime_record:" + prof]))
-        out = subprocess.run(["valgrind", "--tool=none", mfloop, "1000",
-                              "64", "promoted"], env=rec,
-                             capture_output=True, text=True, timeout=600)
-        if out.returncode != 0 or not os.path.exists(prof):
-            raise RuntimeError("recording the profile failed: " +
-                               " ".join(out.stderr[-300:].split()))
-        with open(prof) as f:
-            if not any(line.startswith("promote") for line in f):
-                raise RuntimeError("no site promoted in the recorded "
-                                   "profile")
-        env["HUGEPRELOAD_CONF"] = ",".join(
-            keep + ["lifetime:replay", "lifetime_profile:" + prof])
-    n = []
-    for ops in (1000000, 2000000):
-        out = subprocess.run(["valgrind", "--tool=callgrind",
-                              "--callgrind-out-file=/dev/null",
-                              "--toggle-collect=loop", mfloop, str(ops),
-                              "64", "promoted"], env=env,
-                             capture_output=True, text=True, timeout=900)
-        got = [int(line.split(":")[1]) for line in out.stderr.splitlines()
-               if "Collected :" in line]
-        if not got:
-            raise RuntimeError(out.stderr[-300:])
-        n.append(got[0])
-    return (n[1] - n[0]) / 1000000
+def promoted_pair(env):
+    """W9cg: scripts/bench-callgrind's third column for this
+    configuration's library and settings."""
+    out = subprocess.run([os.path.join(ROOT, "scripts", "bench-callgrind"),
+                          "--at-site", env.get("LD_PRELOAD", ""),
+                          env.get("HUGEPRELOAD_CONF", "")],
+                         env={k: v for k, v in env.items()
+                              if k not in ("LD_PRELOAD", "HUGEPRELOAD_CONF")},
+                         capture_output=True, text=True, timeout=1800)
+    try:
+        return float(out.stdout.strip())
+    except ValueError:
+        raise RuntimeError(" ".join(out.stderr[-300:].split()) or
+                           f"exit {out.returncode}") from None
 
 
 def run_one(config, workload, quick):
@@ -266,7 +238,7 @@ def run_one(config, workload, quick):
                 "main": (b - a) / 200000}
     if workload == "W9cg":
         try:
-            v = promoted_pair(config, env)
+            v = promoted_pair(env)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
             return {"error": str(e)}
         return {"instr_per_op": v, "main": v}
