@@ -185,7 +185,8 @@ HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
 	else if (hp_ll_size != 0 && name != NULL && newp == NULL &&
 	    (strcmp(name, "stats.allocated") == 0 ||
 	    strcmp(name, "stats.active") == 0))
-		r = read_plus_ll(r, oldp, oldlenp, name[6] == 'c');
+		r = read_plus_ll(r, oldp, oldlenp,
+		    strcmp(name, "stats.active") == 0);
 	return r;
 }
 

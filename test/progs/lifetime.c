@@ -385,6 +385,21 @@ static int release(long keep) {
 		struct timespec d = {0, 10000000};
 		nanosleep(&d, NULL);
 	}
+	/* jemalloc's "stats.active" after an "epoch" counts the class's
+	 * resident bytes (mimalloc's pages), not its live ones; the page is
+	 * read after, and the class only gives memory back meanwhile. */
+	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
+	    (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(
+	    RTLD_DEFAULT, "mallctl");
+	size_t active = 0, sz = sizeof active;
+	uint64_t epoch = 1;
+	if (ctl != NULL) {
+		ctl("epoch", NULL, NULL, &epoch, sizeof epoch);
+		ctl("stats.active", &active, &sz, NULL, 0);
+	}
+	if (!stats_now(&st))
+		return 3;
+	printf("active=%zu\n", active);
 	const hp_arena_stats_t *a = &st.arena[2];
 	printf("huge_frac=%.3f\nkept=%ld\narenas=%u\nll_resident=%lu\n"
 	    "ll_resident_huge=%lu\nll_stranded=%lu\nll_released=%lu\n"
