@@ -359,6 +359,21 @@ static int crossfork(long threads) {
 	return 0;
 }
 
+/* A size_t statistic of jemalloc's API, where the library exports it
+ * (the whole heap), after an "epoch"; 0 without it. */
+static size_t heap_stat(const char *name) {
+	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
+	    (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(
+	    RTLD_DEFAULT, "mallctl");
+	size_t v = 0, sz = sizeof v;
+	uint64_t epoch = 1;
+	if (ctl != NULL) {
+		ctl("epoch", NULL, NULL, &epoch, sizeof epoch);
+		ctl(name, &v, &sz, NULL, 0);
+	}
+	return v;
+}
+
 /* The library's counters page, as "hugepreload stat" reads it. */
 static bool stats_now(hp_stats_t *st) {
 	return probe_stats(st) && st->magic == HP_STATS_MAGIC;
@@ -388,15 +403,7 @@ static int release(long keep) {
 	/* jemalloc's "stats.active" after an "epoch" counts the class's
 	 * resident bytes (mimalloc's pages), not its live ones; the page is
 	 * read after, and the class only gives memory back meanwhile. */
-	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
-	    (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(
-	    RTLD_DEFAULT, "mallctl");
-	size_t active = 0, sz = sizeof active;
-	uint64_t epoch = 1;
-	if (ctl != NULL) {
-		ctl("epoch", NULL, NULL, &epoch, sizeof epoch);
-		ctl("stats.active", &active, &sz, NULL, 0);
-	}
+	size_t active = heap_stat("stats.active");
 	if (!stats_now(&st))
 		return 3;
 	printf("active=%zu\n", active);
@@ -472,17 +479,7 @@ int main(int argc, char **argv) {
 		bad += ((unsigned char *)nodes[i])[47] != 1;
 	printf("data_ok=%d\ncode_at=%lu\n", bad == 0,
 	    (unsigned long)(uintptr_t)&index_node);
-	/* jemalloc's API, where the library exports it: the whole heap. */
-	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
-	    (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(
-	    RTLD_DEFAULT, "mallctl");
-	size_t allocated = 0, sz = sizeof allocated;
-	uint64_t epoch = 1;
-	if (ctl != NULL) {
-		ctl("epoch", NULL, NULL, &epoch, sizeof epoch);
-		ctl("stats.allocated", &allocated, &sz, NULL, 0);
-	}
-	printf("allocated=%zu\n", allocated);
+	printf("allocated=%zu\n", heap_stat("stats.allocated"));
 	if (argc > 3 && strcmp(argv[3], "hold") == 0) {
 		printf("pid=%d\nchild=0\n", (int)getpid());
 		fflush(stdout);
