@@ -101,21 +101,14 @@ int hp_llpages_mprotect(void *addr, size_t len, int prot) {
 	return r;
 }
 
-/* Gives back the free parts of a page that may be resident. */
-static void purge_parts(uintptr_t hp, hp_hpage_t *pg) {
+/* Gives back the free parts of a page that may be resident; split: the
+ * page is a THP page being split (hp_hpage_purge). */
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&lock);
-	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
-		bool stale = (pg->released[i / 64] & pg->dirty[i / 64]) >>
-		    (i % 64) & 1;
-		for (j = i + 1; j < HP_SUBPAGES && ((pg->released[j / 64] &
-		    pg->dirty[j / 64]) >> (j % 64) & 1) == stale; j++)
-			;
-		if (stale && hp_os_madvise((void *)(hp + ((size_t)i <<
-		    HP_PAGE_SHIFT)), (size_t)(j - i) << HP_PAGE_SHIFT,
-		    MADV_DONTNEED) == 0)
-			for (unsigned k = i; k < j; k++)
-				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
-	}
+	uint64_t stale[HP_SUBWORDS];
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		stale[w] = pg->released[w] & pg->dirty[w];
+	hp_hpage_purge(hp, pg, stale, split);
 }
 
 static void zap(uintptr_t from, uintptr_t to) {
@@ -151,7 +144,7 @@ int hp_llpages_madvise(void *addr, size_t len, int advice) {
 			}
 			run_end = hp + HP_HUGE;
 		} else if (pg->split && pg->nreleased < HP_SUBPAGES) {
-			purge_parts(hp, pg);     /* no huge page to keep */
+			purge_parts(hp, pg, false);   /* no huge page to keep */
 		}
 	}
 	zap(run, run_end);
@@ -216,7 +209,7 @@ size_t hp_llpages_enforce(size_t limit) {
 			    tenth)
 				continue;
 			uintptr_t hp = hp_llpages_base + (i << HP_HUGE_SHIFT);
-			purge_parts(hp, pg);
+			purge_parts(hp, pg, pg->map == HP_MAP_THP);
 			/* Or khugepaged would collapse it again. */
 			hp_os_madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);
 			pg->split = true;

@@ -21,7 +21,7 @@ static void tally(uintptr_t hp, int sign);
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
-static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all);
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split);
 
 /* The time a thread holds region_lock, counted while it asks for it
  * (hp_region_timing): the maintenance thread's passes are measured so. */
@@ -595,20 +595,29 @@ void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
 }
 
 /* Purges a page's free 4 KiB parts that may still be resident: those
- * handed out since it was last given back or, with all, every free part
- * (a THP page is resident whole, parts never handed out included). */
-static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool all) {
+ * handed out since it was last given back or, to split a THP page, every
+ * free part (it is resident whole, parts never handed out included). */
+static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&region_lock);
 	uint64_t stale[HP_SUBWORDS];
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		stale[w] = pg->released[w] & (all ? ~0ull : pg->dirty[w]);
+		stale[w] = pg->released[w] & (split ? ~0ull : pg->dirty[w]);
+	hp_hpage_purge(hp, pg, stale, split);
+}
+
+void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, const uint64_t *stale,
+    bool split) {
 	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
 		for (j = i + 1; bit(stale, i) && j < HP_SUBPAGES && bit(stale, j);
 		    j++)
 			;
-		if (bit(stale, i) && hp_os_madvise((void *)(hp + ((size_t)i <<
-		    HP_PAGE_SHIFT)), (size_t)(j - i) << HP_PAGE_SHIFT,
-		    MADV_DONTNEED) == 0)
+		if (!bit(stale, i))
+			continue;
+		void *run = (void *)(hp + ((size_t)i << HP_PAGE_SHIFT));
+		size_t len = (size_t)(j - i) << HP_PAGE_SHIFT;
+		if (split)
+			hp_os_madvise(run, len, MADV_FREE);
+		if (hp_os_madvise(run, len, MADV_DONTNEED) == 0)
 			for (unsigned k = i; k < j; k++)
 				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
 	}

@@ -203,7 +203,8 @@ static hp_run_t release_run(const char *prof, const char *keep,
  * node freed nothing is split and almost nothing stays; with one node of
  * every 4096 kept (one per 192 KiB) and strand_limit:100%, nothing is split and the free
  * parts stay stranded beside them, counted; with strand_limit:0 the
- * emptiest pages are split until nothing is stranded. */
+ * emptiest pages are split until nothing is stranded, and the kernel
+ * split the pages themselves: no kept node is still in a THP page. */
 Test(longlived, memory_goes_back_in_whole_huge_pages) {
 	char prof[128];
 	record(prof, sizeof prof, "release");
@@ -226,6 +227,7 @@ Test(longlived, memory_goes_back_in_whole_huge_pages) {
 	unlink(prof);
 	cr_assert_gt(hp_kv(&r, "ll_split"), 0, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "ll_stranded"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "kept_in_thp"), 0, "%s", r.out);
 	hp_run_free(&r);
 }
 

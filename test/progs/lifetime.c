@@ -416,10 +416,13 @@ static int release(long keep) {
 	    (unsigned long)a->stranded_bytes, (unsigned long)a->pages_released,
 	    (unsigned long)a->pages_split, (unsigned long)a->live_bytes,
 	    (unsigned long)st.strand_limit_bytes);
-	long bad = 0;
-	for (long i = 0; keep > 0 && i < N; i += keep)
+	long bad = 0, thp = 0;
+	for (long i = 0; keep > 0 && i < N; i += keep) {
 		bad += ((unsigned char *)nodes[i])[47] != 1;
-	printf("data_ok=%d\n", bad == 0);
+		thp += probe_thp_bytes(nodes[i], 1) > 0;
+	}
+	/* Kept nodes still in a transparent huge page (/proc/kpageflags). */
+	printf("data_ok=%d\nkept_in_thp=%ld\n", bad == 0, thp);
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * "strand") or RSS falls to limit + live + 16 MiB (mode "limit").
  * Mode "tail": one live object of PIECE_KIB in a THP page the rest of
  * which was never handed out; prints what stays resident of the page once
- * strand_limit has split it.
+ * strand_limit has split it, and what of it is still in a transparent
+ * huge page (/proc/kpageflags: a page only unmapped in part stays whole).
  * Mode "small": the same in the small class, with 64 B objects; prints
  * RSS after WAIT s and jemalloc's extent descriptors (edata.c), whose peak
  * was one per 4 KiB slab.
@@ -45,9 +46,11 @@ static int tail(size_t piece, double wait) {
 	while (now() - t0 < wait && !(read_stats(&st) && st.arena[1].pages_split))
 		nanosleep(&tick, NULL);
 	printf("object_kb=%zu\nthp_before_kb=%lld\nresident_before_kb=%lld\n"
-	    "resident_after_kb=%lld\npages_split=%llu\nobject_intact=%d\n",
+	    "resident_after_kb=%lld\nthp_after_kb=%lld\npages_split=%llu\n"
+	    "object_intact=%d\n",
 	    piece >> 10, thp >> 10, before >> 10,
 	    probe_resident_bytes(page, HP_HUGE) >> 10,
+	    probe_thp_bytes(page, HP_HUGE) >> 10,
 	    (unsigned long long)st.arena[1].pages_split,
 	    p[0] == 1 && p[piece - 1] == 1);
 	free(p);
