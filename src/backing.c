@@ -16,9 +16,6 @@
 #include <unistd.h>
 #include "internal.h"
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif

@@ -30,9 +30,11 @@ static void atfork_prepare(void) {
 	hp_jemap_prefork();
 	hp_mmap_prefork();
 	hp_llpages_prefork();
+	hp_catchup_prefork();
 }
 
 static void atfork_parent(void) {
+	hp_catchup_postfork_parent();
 	hp_llpages_postfork_parent();
 	hp_mmap_postfork_parent();
 	hp_jemap_postfork_parent();
@@ -42,6 +44,7 @@ static void atfork_parent(void) {
 
 static void atfork_child(void) {
 	hp_jefork_child();
+	hp_catchup_postfork_child();
 	hp_llpages_postfork_child();
 	hp_mmap_postfork_child();
 	hp_jemap_postfork_child();

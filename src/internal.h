@@ -146,6 +146,12 @@ void *hp_os_mremap(void *old, size_t old_len, size_t new_len, int flags,
     void *new_addr);
 int hp_os_mprotect(void *addr, size_t len, int prot);
 int hp_os_madvise(void *addr, size_t len, int advice);
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+/* How many 4 KiB pages of the 2 MiB at addr are resident (mincore; 0 if
+ * it cannot tell). */
+unsigned hp_os_huge_resident(uintptr_t addr);
 /* The rest of the library's system calls, as libc's. */
 struct stat;
 ssize_t hp_os_read(int fd, void *buf, size_t n);
@@ -411,6 +417,8 @@ typedef struct {
 void hp_ranges_add(hp_ranges_t *set, uintptr_t start, uintptr_t end);
 void hp_ranges_del(hp_ranges_t *set, uintptr_t start, uintptr_t end);
 bool hp_ranges_hold(const hp_ranges_t *set, uintptr_t start, uintptr_t end);
+/* Whether some range of the set overlaps [start, end). */
+bool hp_ranges_touch(const hp_ranges_t *set, uintptr_t start, uintptr_t end);
 
 /* mmap.c: the program's own mappings. hp_mmap_own: this thread's calls
  * are the library's (libmimalloc's, while it sets up), passed straight on. */
@@ -421,6 +429,21 @@ void hp_mmap_prefork(void);
 void hp_mmap_postfork_parent(void);
 void hp_mmap_postfork_child(void);
 /* jemap.c: jemalloc's own mappings, and the kernel's view of them. */
+/* Whether [start, end) lies in jemalloc's own mappings and in none of
+ * its bases: the small class's data. */
+bool hp_jemap_data(uintptr_t start, uintptr_t end);
+/* catchup.c: what a site filled in the small class while it was learned,
+ * collapsed onto huge pages once it is promoted. probe: where this
+ * thread's next small object of size goes (0 above HP_CATCHUP_MAX_SIZE,
+ * jemalloc's largest slab size); queue: a 2 MiB range a promoted site's
+ * sample noted (site lock held); run: the maintenance thread's pass. */
+#define HP_CATCHUP_MAX_SIZE ((size_t)14336)
+uintptr_t hp_catchup_probe(size_t size);
+void hp_catchup_queue(uintptr_t addr);
+void hp_catchup_run(void);
+void hp_catchup_prefork(void);
+void hp_catchup_postfork_parent(void);
+void hp_catchup_postfork_child(void);
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
     uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
 void hp_jemap_prefork(void);

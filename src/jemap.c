@@ -138,6 +138,15 @@ bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
 	    *metadata <= *resident;
 }
 
+bool hp_jemap_data(uintptr_t start, uintptr_t end) {
+	hp_lock(&jemap_lock);
+	bool ok = !all.overflow && !meta.overflow &&
+	    hp_ranges_hold(&all, start, end) &&
+	    !hp_ranges_touch(&meta, start, end);
+	hp_unlock(&jemap_lock);
+	return ok;
+}
+
 void hp_jemap_prefork(void) {
 	hp_lock(&jemap_lock);
 }

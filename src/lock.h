@@ -16,7 +16,9 @@
  * 11    jemap.c jemap_lock    the ranges of jemalloc's own mappings
  * 12    mmap.c mmap_lock      the program's advised reservations
  * 13    llpages.c lock        the long-lived class's page bitmaps
- * Ranks 8 to 13 are leaves, taken inside jemalloc's extent code with
+ * 14    catchup.c lock        its queue and collapsed ranges (also taken
+ *                             under site_lock, and in jemalloc's madvise)
+ * Ranks 8 to 14 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
  * together (init.c), in this order.
  */
@@ -39,6 +41,7 @@ enum {
 	HP_RANK_JEMAP = 11,
 	HP_RANK_MMAP = 12,
 	HP_RANK_LLPAGES = 13,
+	HP_RANK_CATCHUP = 14,
 };
 
 typedef struct {

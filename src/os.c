@@ -295,6 +295,16 @@ static bool resident_mincore(uintptr_t start, uintptr_t end, bool huge_ok,
 	return true;
 }
 
+unsigned hp_os_huge_resident(uintptr_t addr) {
+	unsigned char vec[HP_SUBPAGES];
+	unsigned n = 0;
+	if (mincore((void *)addr, HP_HUGE, vec) != 0)
+		return 0;
+	for (unsigned i = 0; i < HP_SUBPAGES; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
 bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
     hp_resident_fn fn, void *ctx) {
 	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {

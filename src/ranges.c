@@ -68,3 +68,11 @@ bool hp_ranges_hold(const hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 			return true;
 	return false;
 }
+
+/* Whether some range of the set overlaps [s, e). */
+bool hp_ranges_touch(const hp_ranges_t *set, uintptr_t s, uintptr_t e) {
+	for (unsigned i = 0; i < set->n && set->r[i].start < e; i++)
+		if (set->r[i].end > s)
+			return true;
+	return false;
+}

@@ -37,6 +37,8 @@ size_t hp_zone_size;
 typedef struct {
 	uintptr_t ptr;               /* 0: free slot */
 	uint64_t born_ns;
+	uintptr_t near;              /* where the thread's next small object of
+	                                its size went (catchup.c), or 0 */
 	int32_t site;
 	bool long_lived;             /* counted long-lived already */
 } sample_t;
@@ -194,11 +196,11 @@ static bool resize(size_t n) {
 }
 
 /* Lock held. */
-static bool record(uintptr_t p, int site, uint64_t t) {
+static bool record(uintptr_t p, int site, uint64_t t, uintptr_t near) {
 	if (nsamples >= nslots * 3 / 4 && (nslots >= HP_SAMPLE_SLOTS ||
 	    !resize(2 * nslots)))
 		return false;
-	insert(&(sample_t){p, t, site, false});
+	insert(&(sample_t){p, t, near, site, false});
 	nsamples++;
 	hp_sites[site].samples++;
 	hp_sites[site].live++;
@@ -225,6 +227,25 @@ static void unrecord(size_t i) {
 	}
 }
 
+/* Whether the site's allocations go to huge pages: it is promoted and
+ * its key placed. Lock held. */
+static bool placed(int site) {
+	return hp_sites[site].promoted && hp_key_on[hp_sites[site].key];
+}
+
+/* A sampled object's outcome; when it places its site on huge pages, the
+ * small-class ranges the site's live samples noted are queued for
+ * catch-up: what the site allocated while it was learned. Lock held. */
+static void outcome(int site, bool long_lived, uint64_t life_ns) {
+	bool was = placed(site);
+	hp_site_outcome(site, long_lived, life_ns);
+	if (was || !placed(site))
+		return;
+	for (size_t i = 0; i < nslots; i++)
+		if (samples[i].ptr != 0 && samples[i].site == site)
+			hp_catchup_queue(samples[i].near);
+}
+
 /* Counts records older than lifetime_ms as long-lived, a few per call.
  * Lock held. */
 static void age(uint64_t t) {
@@ -233,7 +254,7 @@ static void age(uint64_t t) {
 		age_cursor = (age_cursor + 1) & (nslots - 1);
 		if (s->ptr != 0 && !s->long_lived && t - s->born_ns >= lifetime_ns) {
 			s->long_lived = true;
-			hp_site_outcome(s->site, true, t - s->born_ns);
+			outcome(s->site, true, t - s->born_ns);
 		}
 	}
 }
@@ -245,10 +266,11 @@ static void *sample(size_t size, const uintptr_t *frames, unsigned n,
 	    (zero ? MALLOCX_ZERO : 0));
 	if (p == NULL)
 		return NULL;
+	uintptr_t near = hp_catchup_probe(size);
 	hp_site_lock();
 	uint64_t t = now_ns();       /* under the lock: records age in order */
 	int site = hp_site_get(frames, n);
-	bool kept = site >= 0 && record((uintptr_t)p, site, t);
+	bool kept = site >= 0 && record((uintptr_t)p, site, t, near);
 	if (kept)
 		hp_lifetime_counts.samples++;
 	else if (site >= 0)              /* the sample table could not grow */
@@ -344,7 +366,7 @@ static void end_sample(uintptr_t p) {
 		if (s.long_lived)
 			hp_site_freed_long(s.site, life);
 		else
-			hp_site_outcome(s.site, life >= lifetime_ns, life);
+			outcome(s.site, life >= lifetime_ns, life);
 		unrecord(i);
 		if (nslots > HP_SAMPLE_FIRST && nsamples < nslots / 8)
 			resize(nslots / 2);  /* on failure, the old one serves */

@@ -343,6 +343,7 @@ static void *maintain(void *arg) {
 			hp_je_mallctl(decay, NULL, NULL, NULL, 0);
 		hp_edata_trim();
 		hp_ll_collect(now_ns(), false);
+		hp_catchup_run();
 		hp_stats_refresh(true);
 		uint64_t ns = hp_region_timing(false);
 		/* Read by the next refresh, under its lock. */

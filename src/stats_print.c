@@ -86,6 +86,15 @@ static const field_t lfields[] = {
       "site's decision."),
     L("sites_dropped", sites_dropped, true, "Samples not kept: the site "
       "table, or the table of live samples, was full."),
+    L("caught_up", caught_up, true, "2 MiB ranges of the small class that a "
+      "site filled while it was learned, collapsed onto huge pages once it "
+      "was promoted (MADV_COLLAPSE)."),
+    L("caught_up_failed", caught_up_failed, true, "Such ranges the kernel "
+      "did not collapse."),
+    L("caught_up_skipped", caught_up_skipped, true, "Such ranges passed "
+      "over: not resident entirely, or not jemalloc's data."),
+    L("caught_up_dropped", caught_up_dropped, true, "Such ranges not "
+      "queued: the queue (4096 ranges) was full."),
 };
 
 /* jemalloc's extent descriptors (edata.c): */

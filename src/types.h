@@ -115,6 +115,12 @@ typedef struct {
 	uint64_t sites_promoted;     /* promoted now */
 	uint64_t placed_bytes;       /* bytes sent to huge pages by decision */
 	uint64_t placed;             /* allocations sent there by decision */
+	/* Catch-up (catchup.c): 2 MiB ranges of the small class that a site
+	 * filled while it was learned, collapsed onto huge pages after its
+	 * promotion; not, for MADV_COLLAPSE refused; passed over, not all
+	 * resident or not jemalloc's data; not queued, the queue full. */
+	uint64_t caught_up, caught_up_failed, caught_up_skipped;
+	uint64_t caught_up_dropped;
 } hp_lifetime_counts_t;
 
 /* The long-lived class (longlived.c), process-wide, updated atomically. */
@@ -220,7 +226,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 9
+#define HP_STATS_VERSION 10
 #define HP_STATS_ARENAS  4
 #define HP_STATS_RANGES  128
 typedef struct {

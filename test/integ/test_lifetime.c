@@ -295,3 +295,33 @@ Test(lifetime, promoted_objects_go_back_where_they_came_from) {
 	cr_assert_eq(hp_kv(&r, "requests_not_nh"), 0, "%s", r.out);
 	hp_run_free(&r);
 }
+
+/* Catch-up (src/catchup.c): what a site put in the small class before it
+ * was promoted (lifetime_ms of its allocation) is on huge pages once the
+ * maintenance thread has passed (/proc/kpageflags: the objects' pages are
+ * THP pages), counted; and when they are freed, jemalloc's purges split
+ * those pages, so a kept object's page is a THP page no more: MADV_DONTNEED
+ * alone would have left each whole 2 MiB allocated. */
+Test(lifetime, what_was_learned_on_small_pages_catches_up) {
+	const char *argv[] = {hp_path("lifetime"), "catchup", "768", NULL};
+	hp_run_t r = run_conf("lifetime_ms:100,maintain_ms:100,decay_ms:0",
+	    argv);
+	double small = hp_kv(&r, "objects_small");
+	cr_assert_geq(small, 16384, "lifetime_ms of the site in the small "
+	    "class, at least 32 MiB:\n%s", r.out);
+	cr_assert_geq(hp_kv(&r, "objects_small_in_thp"), 0.8 * small, "%s",
+	    r.out);
+	cr_assert_geq(hp_kv(&r, "caught_up"), 16, "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "kept"), 16, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "kept_small_in_thp"), 0, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* lifetime:off, or a site never promoted: nothing is collapsed. */
+Test(lifetime, nothing_catches_up_without_a_promotion) {
+	const char *argv[] = {hp_path("lifetime"), "catchup", "256", NULL};
+	hp_run_t r = run_conf("lifetime:off,maintain_ms:100", argv);
+	cr_assert_eq(hp_kv(&r, "caught_up"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "objects_small_in_thp"), 0, "%s", r.out);
+	hp_run_free(&r);
+}

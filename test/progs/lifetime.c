@@ -17,7 +17,14 @@
  *                                   maintenance passes: the class's counters
  *        lifetime crossfork THREADS threads making index nodes and freeing
  *                                   each other's while the main thread forks
- *                                   children that use and free them too */
+ *                                   children that use and free them too
+ *        lifetime catchup MIB       one site keeps MIB of 2 KiB objects, made
+ *                                   as fast as it can: what went to the small
+ *                                   class before the site was promoted, on
+ *                                   huge pages after three maintenance
+ *                                   passes; then all but one object per
+ *                                   2 MiB of it freed and malloc_trim(0):
+ *                                   the kept ones' pages split */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -379,6 +386,18 @@ static bool stats_now(hp_stats_t *st) {
 	return probe_stats(st) && st->magic == HP_STATS_MAGIC;
 }
 
+/* Waits for three maintenance passes from now; st: the page after. */
+static bool three_passes(hp_stats_t *st) {
+	if (!stats_now(st))
+		return false;
+	uint64_t from = st->maintenance.passes;
+	while (stats_now(st) && st->maintenance.passes < from + 3) {
+		struct timespec d = {0, 10000000};
+		nanosleep(&d, NULL);
+	}
+	return true;
+}
+
 static int release(long keep) {
 	enum { N = 1000000 };
 	void **nodes = malloc(N * sizeof *nodes);
@@ -393,13 +412,8 @@ static int release(long keep) {
 	}
 	malloc_trim(0);
 	hp_stats_t st;
-	if (!stats_now(&st))
+	if (!three_passes(&st))
 		return 3;
-	uint64_t from = st.maintenance.passes;
-	while (stats_now(&st) && st.maintenance.passes < from + 3) {
-		struct timespec d = {0, 10000000};
-		nanosleep(&d, NULL);
-	}
 	/* jemalloc's "stats.active" after an "epoch" counts the class's
 	 * resident bytes (mimalloc's pages), not its live ones; the page is
 	 * read after, and the class only gives memory back meanwhile. */
@@ -426,6 +440,57 @@ static int release(long keep) {
 	return 0;
 }
 
+__attribute__((noinline)) static void *big_node(void) {
+	return malloc(2048);
+}
+
+/* Of the objects in the small class: how many sit in THP pages
+ * (/proc/kpageflags), and with keep, how many of the kept ones. */
+static void small_in_thp(void **p, long n, const char *name) {
+	long small = 0, thp = 0;
+	for (long i = 0; i < n; i++)
+		if (p[i] != NULL && hp_class_of(p[i]) == 1) {
+			small++;
+			thp += probe_thp_bytes(p[i], 2048) > 0;
+		}
+	printf("%s_small=%ld\n%s_small_in_thp=%ld\n", name, small, name, thp);
+}
+
+static int catchup(long mib) {
+	long n = (mib << 20) / 2048;
+	void **p = malloc((size_t)n * sizeof *p);
+	for (long i = 0; i < n; i++) {
+		p[i] = big_node();
+		memset(p[i], 1, 2048);
+	}
+	hp_stats_t st;
+	if (!three_passes(&st))
+		return 3;
+	small_in_thp(p, n, "objects");
+	printf("caught_up=%lu\n", (unsigned long)st.lifetime.caught_up);
+	/* Keep the first small-class object of each 2 MiB, free the rest. */
+	long kept = 0;
+	uintptr_t last = 0;
+	for (long i = 0; i < n; i++) {
+		uintptr_t hp = (uintptr_t)p[i] >> 21;
+		if (hp_class_of(p[i]) == 1 && hp != last && probe_thp_bytes(p[i],
+		    2048) > 0) {
+			last = hp;
+			kept++;
+			continue;
+		}
+		free(p[i]);
+		p[i] = NULL;
+	}
+	malloc_trim(0);
+	small_in_thp(p, n, "kept");
+	long bad = 0;
+	for (long i = 0; i < n; i++)
+		bad += p[i] != NULL && ((unsigned char *)p[i])[2047] != 1;
+	printf("kept=%ld\ndata_ok=%d\n", kept, bad == 0);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
@@ -441,6 +506,8 @@ int main(int argc, char **argv) {
 		return crossfork(n);
 	if (strcmp(argv[1], "release") == 0)
 		return release(n);
+	if (strcmp(argv[1], "catchup") == 0)
+		return catchup(n);
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
 		void *h = argc > 3 ? dlopen(argv[3], RTLD_NOW) : NULL;
