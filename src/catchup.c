@@ -15,36 +15,48 @@
  * one huge page (jemalloc leaves a page or two of a range it fills
  * untouched), and its objects stay where they are.
  *
+ * Pages mapped to the shared zero page do not count as resident. At most
+ * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the
+ * process's mappings locked); the rest wait for the next.
+ *
  * The small class gives memory back 4 KiB at a time, and MADV_DONTNEED of
  * part of a huge page would leave all of it allocated on the kernel's
  * deferred-split queue (see hp_hpage_purge). So jemalloc's madvise calls
  * come here (scripts/embed-jemalloc): a purge that touches a collapsed
- * range is first advised MADV_FREE, which splits the page, and the
- * range's huge pages are forgotten. If the set of collapsed ranges ever
- * overflowed, every purge is advised MADV_FREE first.
+ * range (one being collapsed included) is first advised MADV_FREE, which
+ * splits the page, and the range's huge pages are forgotten. If the set
+ * of collapsed ranges ever overflowed, every purge is advised MADV_FREE
+ * first. The kernel does not split a page it shares with a fork child
+ * (copy-on-write): such a page's purged parts come back when the kernel
+ * needs memory, or when the child's copy goes.
  *
- * jemalloc keeps the small class's address space (retain), so a range it
- * held when checked is still its own when advised; were it unmapped
- * meanwhile, the calls fail (ENOMEM) and nothing is counted.
+ * jemalloc keeps the small class's address space (its opt.retain), so a
+ * range it held when checked is still its own when advised; with
+ * MALLOC_CONF retain:false, nothing is collapsed (counted as skipped).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include "internal.h"
 #include "je.h"
 #include "lock.h"
 
-#define QUEUE    4096            /* 2 MiB ranges waiting: 8 GiB */
+#define QUEUE    4096            /* a set of 2 MiB ranges waiting: at most
+                                    three quarters full (6 GiB) */
+#define PASS_MAX 512             /* collapsed a pass at most: 1 GiB */
 #define HOLES    8               /* pages of a range that may be missing */
 #define DONE_MAX 1024            /* runs of collapsed ranges */
 
 static hp_lock_t lock = HP_LOCK_INIT(HP_RANK_CATCHUP);
-static uintptr_t queue[QUEUE];   /* under lock */
+static uintptr_t queue[QUEUE];   /* open addressing, 0 free; under lock */
 static unsigned nqueue;
 static hp_range_t done_r[DONE_MAX];
 static hp_ranges_t done = {done_r, 0, DONE_MAX, false};   /* under lock */
-static unsigned ndone;           /* done.n, or 1 once it overflowed:
-                                    read without the lock */
+/* Read without the lock: the span of done (lo == hi: empty), or all of
+ * the address space once done overflowed. */
+static uintptr_t done_lo, done_hi;
 
 /* Where this thread's next object of size goes in the small class: the
  * slot its jemalloc thread cache hands out next (allocated and freed at
@@ -59,15 +71,33 @@ uintptr_t hp_catchup_probe(size_t size) {
 	return (uintptr_t)q;
 }
 
-/* A promoted site's sample noted addr. */
+static size_t slot_of(uintptr_t r) {
+	return (size_t)(((r >> 21) * 0x9e3779b97f4a7c15ull) >> 40) &
+	    (QUEUE - 1);
+}
+
+/* Adds range r to the queue, once. Lock held. */
+static void insert(uintptr_t r) {
+	hp_lock_assert_held(&lock);
+	size_t i = slot_of(r);
+	while (queue[i] != 0 && queue[i] != r)
+		i = (i + 1) & (QUEUE - 1);
+	if (queue[i] == r)
+		return;
+	if (nqueue >= QUEUE * 3 / 4) {
+		hp_lifetime_counts.caught_up_dropped++;
+		return;
+	}
+	queue[i] = r;
+	nqueue++;
+}
+
+/* A promoted site's sample noted addr: its 2 MiB range. */
 void hp_catchup_queue(uintptr_t addr) {
 	if (addr == 0)
 		return;
 	hp_lock(&lock);
-	if (nqueue < QUEUE)
-		queue[nqueue++] = addr & ~(uintptr_t)(HP_HUGE - 1);
-	else
-		hp_lifetime_counts.caught_up_dropped++;
+	insert(addr & ~(uintptr_t)(HP_HUGE - 1));
 	hp_unlock(&lock);
 }
 
@@ -76,44 +106,85 @@ static int cmp(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
+/* Lock held. */
+static void publish(void) {
+	hp_lock_assert_held(&lock);
+	uintptr_t lo = 0, hi = 0;
+	if (done.overflow)
+		hi = UINTPTR_MAX;
+	else if (done.n > 0)
+		lo = done.r[0].start, hi = done.r[done.n - 1].end;
+	__atomic_store_n(&done_lo, lo, __ATOMIC_RELEASE);
+	__atomic_store_n(&done_hi, hi, __ATOMIC_RELEASE);
+}
+
+/* The range is in done before it is collapsed, so that a purge meanwhile
+ * splits it too; it leaves done if the collapse fails. The advice is set
+ * back whatever happened. */
 static bool collapse(uintptr_t r) {
 	void *p = (void *)r;
-	if (hp_os_madvise(p, HP_HUGE, MADV_HUGEPAGE) != 0)
-		return false;
-	bool ok = hp_os_madvise(p, HP_HUGE, MADV_COLLAPSE) == 0;
+	hp_lock(&lock);
+	hp_ranges_add(&done, r, r + HP_HUGE);
+	publish();
+	hp_unlock(&lock);
+	bool ok = hp_os_madvise(p, HP_HUGE, MADV_HUGEPAGE) == 0 &&
+	    hp_os_madvise(p, HP_HUGE, MADV_COLLAPSE) == 0;
 	hp_os_madvise(p, HP_HUGE, MADV_NOHUGEPAGE);
+	if (!ok) {
+		hp_lock(&lock);
+		hp_ranges_del(&done, r, r + HP_HUGE);
+		publish();
+		hp_unlock(&lock);
+	}
 	return ok;
 }
 
-/* The maintenance thread: collapses what was queued since its last pass. */
+/* jemalloc keeps the small class's address space unless MALLOC_CONF
+ * says retain:false; without it a range checked could be unmapped and
+ * mapped again by the program before it is advised. */
+static bool retained(void) {
+	static int r = -1;
+	if (r < 0) {
+		bool v = false;
+		size_t sz = sizeof v;
+		r = hp_je_mallctl("opt.retain", &v, &sz, NULL, 0) == 0 && v;
+	}
+	return r == 1;
+}
+
+/* The maintenance thread: collapses what was queued, PASS_MAX ranges a
+ * pass at most (each copies 2 MiB with the program's mappings locked). */
 void hp_catchup_run(void) {
 	static uintptr_t work[QUEUE];   /* the maintenance thread's own */
+	unsigned n = 0;
 	hp_lock(&lock);
-	unsigned n = nqueue;
-	for (unsigned i = 0; i < n; i++)
-		work[i] = queue[i];
+	for (size_t i = 0; i < QUEUE; i++)
+		if (queue[i] != 0) {
+			work[n++] = queue[i];
+			queue[i] = 0;
+		}
 	nqueue = 0;
 	hp_unlock(&lock);
+	/* Not under the lock: qsort may call malloc, and jemalloc's madvise
+	 * takes it. */
 	qsort(work, n, sizeof *work, cmp);
+	if (n > PASS_MAX) {
+		hp_lock(&lock);
+		for (unsigned i = PASS_MAX; i < n; i++)   /* the next pass's */
+			insert(work[i]);
+		hp_unlock(&lock);
+		n = PASS_MAX;
+	}
+	bool go = n > 0 && retained();
 	for (unsigned i = 0; i < n; i++) {
 		uintptr_t r = work[i];
-		if (i > 0 && r == work[i - 1])
-			continue;
-		if (!hp_jemap_data(r, r + HP_HUGE) ||
-		    hp_os_huge_resident(r) < HP_SUBPAGES - HOLES) {
+		if (!go || !hp_jemap_data(r, r + HP_HUGE) ||
+		    hp_os_huge_resident(r) < HP_SUBPAGES - HOLES)
 			hp_lifetime_counts.caught_up_skipped++;
-			continue;
-		}
-		if (!collapse(r)) {
+		else if (collapse(r))
+			hp_lifetime_counts.caught_up++;
+		else
 			hp_lifetime_counts.caught_up_failed++;
-			continue;
-		}
-		hp_lifetime_counts.caught_up++;
-		hp_lock(&lock);
-		hp_ranges_add(&done, r, r + HP_HUGE);
-		__atomic_store_n(&ndone, done.overflow ? 1 : done.n,
-		    __ATOMIC_RELEASE);
-		hp_unlock(&lock);
 	}
 }
 
@@ -122,21 +193,24 @@ void hp_catchup_run(void) {
 __attribute__((visibility("hidden"))) int hp_je_madvise(void *addr,
     size_t len, int advice);
 int hp_je_madvise(void *addr, size_t len, int advice) {
+	uintptr_t a = (uintptr_t)addr;
 	if ((advice == MADV_DONTNEED || advice == MADV_FREE) &&
-	    __atomic_load_n(&ndone, __ATOMIC_ACQUIRE) != 0) {
-		uintptr_t s = (uintptr_t)addr & ~(uintptr_t)(HP_HUGE - 1);
-		uintptr_t e = ((uintptr_t)addr + len + HP_HUGE - 1) &
-		    ~(uintptr_t)(HP_HUGE - 1);
+	    a < __atomic_load_n(&done_hi, __ATOMIC_ACQUIRE) &&
+	    a + len > __atomic_load_n(&done_lo, __ATOMIC_ACQUIRE)) {
+		uintptr_t s = a & ~(uintptr_t)(HP_HUGE - 1);
+		uintptr_t e = (a + len + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
 		hp_lock(&lock);
 		bool split = done.overflow || hp_ranges_touch(&done, s, e);
 		if (split) {
 			hp_ranges_del(&done, s, e);
-			__atomic_store_n(&ndone, done.overflow ? 1 : done.n,
-			    __ATOMIC_RELEASE);
+			publish();
 		}
 		hp_unlock(&lock);
-		if (split && advice == MADV_DONTNEED)
+		if (split && advice == MADV_DONTNEED) {
+			int saved = errno;
 			hp_os_madvise(addr, len, MADV_FREE);
+			errno = saved;
+		}
 	}
 	return hp_os_madvise(addr, len, advice);
 }

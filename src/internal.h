@@ -149,8 +149,9 @@ int hp_os_madvise(void *addr, size_t len, int advice);
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
-/* How many 4 KiB pages of the 2 MiB at addr are resident (mincore; 0 if
- * it cannot tell). */
+/* How many 4 KiB pages of the 2 MiB at addr are resident, the shared
+ * zero page left out (/proc/self/pagemap; mincore, which counts it, where
+ * the kernel has no PAGEMAP_SCAN); 0 if it cannot tell. */
 unsigned hp_os_huge_resident(uintptr_t addr);
 /* The rest of the library's system calls, as libc's. */
 struct stat;
@@ -270,7 +271,8 @@ void hp_heap_totals(hp_heap_t *h);
 extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
 extern uintptr_t *hp_key_tab;         /* HP_KEYS */
 extern uint8_t *hp_key_on;            /* HP_KEYS */
-extern hp_lifetime_counts_t hp_lifetime_counts;   /* under the site lock */
+/* Under the site lock, but for the caught_up counters (catchup.c). */
+extern hp_lifetime_counts_t hp_lifetime_counts;
 /* A zeroed mapping of 4 KiB pages (MADV_NOHUGEPAGE), or NULL. */
 void *hp_lifetime_map(size_t size);
 bool hp_site_init(void);
@@ -445,7 +447,7 @@ void hp_catchup_prefork(void);
 void hp_catchup_postfork_parent(void);
 void hp_catchup_postfork_child(void);
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
-    uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
+    uint64_t *huge, uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
 void hp_jemap_prefork(void);
 void hp_jemap_postfork_parent(void);
 void hp_jemap_postfork_child(void);

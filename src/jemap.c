@@ -96,26 +96,37 @@ void *hp_je_base_alloc_impl(void *tsdn, void *new_addr, size_t size,
 
 /* ---- the kernel's view ---------------------------------------------- */
 
+typedef struct {
+	uint64_t bytes, huge;
+} sums_t;
+
 static void sum(void *ctx, uintptr_t start, uintptr_t end, bool huge) {
-	(void)huge;
-	*(uint64_t *)ctx += end - start;
+	sums_t *s = ctx;
+	s->bytes += end - start;
+	if (huge)
+		s->huge += end - start;
 }
 
-static uint64_t resident_of(const hp_ranges_t *set) {
-	uint64_t bytes = 0;
+/* Resident bytes of the set, and of them on huge pages (catchup.c's
+ * collapsed ranges); UINT64_MAX if the kernel could not be asked. */
+static uint64_t resident_of(const hp_ranges_t *set, uint64_t *huge) {
+	sums_t s = {0, 0};
 	for (unsigned i = 0; i < set->n; i++)
 		if (!hp_os_resident(set->r[i].start, set->r[i].end, false, sum,
-		    &bytes))
+		    &s))
 			return UINT64_MAX;
-	return bytes;
+	if (huge != NULL)
+		*huge = s.huge;
+	return s.bytes;
 }
 
 /* Resident bytes of jemalloc's mappings and of its bases', from the
- * kernel; false if a table overflowed or the kernel could not be asked.
+ * kernel, and of them on huge pages; false if a table overflowed or the
+ * kernel could not be asked.
  * Called under the stats refresh lock. ranges (up to max) gets the
  * mappings, for "hugepreload stat" to read the kernel's figures by. */
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
-    uint64_t (*ranges)[2], unsigned max, unsigned *nranges) {
+    uint64_t *huge, uint64_t (*ranges)[2], unsigned max, unsigned *nranges) {
 	static hp_range_t a_r[MAX_RANGES], m_r[MAX_RANGES];  /* copies, asked */
 	hp_ranges_t a = {a_r, 0, MAX_RANGES, false};          /* without the */
 	hp_ranges_t m = {m_r, 0, MAX_RANGES, false};          /* lock */
@@ -132,8 +143,8 @@ bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
 	}
 	if (a.overflow || m.overflow)
 		return false;
-	*resident = resident_of(&a);
-	*metadata = resident_of(&m);
+	*resident = resident_of(&a, huge);
+	*metadata = resident_of(&m, NULL);
 	return *resident != UINT64_MAX && *metadata != UINT64_MAX &&
 	    *metadata <= *resident;
 }

@@ -102,12 +102,13 @@ int hp_llpages_mprotect(void *addr, size_t len, int prot) {
 }
 
 /* Gives back the free parts of a page that may be resident; split: the
- * page is a THP page being split (hp_hpage_purge). */
+ * page is a THP page being split (hp_hpage_purge), resident whole, so
+ * every free part goes, dirty or not. */
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&lock);
 	uint64_t stale[HP_SUBWORDS];
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		stale[w] = pg->released[w] & pg->dirty[w];
+		stale[w] = pg->released[w] & (split ? ~0ull : pg->dirty[w]);
 	hp_hpage_purge(hp, pg, stale, split);
 }
 

@@ -238,11 +238,10 @@ typedef struct {               /* struct page_region */
 static int pm_scan_broken;     /* the ioctl is not there: mincore */
 
 static bool resident_scan(int fd, uintptr_t start, uintptr_t end,
-    hp_resident_fn fn, void *ctx) {
-	static hp_pm_region_t vec[256];    /* callers hold the refresh lock */
+    hp_pm_region_t *vec, size_t nvec, hp_resident_fn fn, void *ctx) {
 	hp_pm_scan_arg_t arg = {
 		.size = sizeof arg, .start = start, .end = end,
-		.vec = (uintptr_t)vec, .vec_len = sizeof vec / sizeof vec[0],
+		.vec = (uintptr_t)vec, .vec_len = nvec,
 		.category_inverted = HP_PAGE_IS_PFNZERO,
 		.category_mask = HP_PAGE_IS_PRESENT | HP_PAGE_IS_PFNZERO,
 		.return_mask = HP_PAGE_IS_HUGE,
@@ -295,21 +294,41 @@ static bool resident_mincore(uintptr_t start, uintptr_t end, bool huge_ok,
 	return true;
 }
 
+static void count_pages(void *ctx, uintptr_t s, uintptr_t e, bool huge) {
+	(void)huge;
+	*(unsigned *)ctx += (unsigned)((e - s) >> HP_PAGE_SHIFT);
+}
+
+/* Pages mapped to the shared zero page are not counted: a collapse would
+ * give them memory of their own. The fallback (mincore) cannot tell. */
 unsigned hp_os_huge_resident(uintptr_t addr) {
-	unsigned char vec[HP_SUBPAGES];
 	unsigned n = 0;
-	if (mincore((void *)addr, HP_HUGE, vec) != 0)
+	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
+		hp_pm_region_t vec[32];
+		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
+		bool ok = fd >= 0 && resident_scan(fd, addr, addr + HP_HUGE, vec,
+		    sizeof vec / sizeof vec[0], count_pages, &n);
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return n;
+		n = 0;
+	}
+	unsigned char in[HP_SUBPAGES];
+	if (mincore((void *)addr, HP_HUGE, in) != 0)
 		return 0;
 	for (unsigned i = 0; i < HP_SUBPAGES; i++)
-		n += vec[i] & 1;
+		n += in[i] & 1;
 	return n;
 }
 
 bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
     hp_resident_fn fn, void *ctx) {
+	static hp_pm_region_t vec[256];    /* callers hold the refresh lock */
 	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
 		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
-		bool ok = fd >= 0 && resident_scan(fd, start, end, fn, ctx);
+		bool ok = fd >= 0 && resident_scan(fd, start, end, vec,
+		    sizeof vec / sizeof vec[0], fn, ctx);
 		int err = errno;
 		if (fd >= 0)
 			close(fd);

@@ -199,16 +199,20 @@ static void collect(hp_stats_t *st) {
 	small->small_page_bytes = small->mapped_bytes;
 	/* The kernel's figures for jemalloc's own mappings (jemap.c), which
 	 * hold the small class and every arena's metadata. */
-	uint64_t kres, kmeta;
+	uint64_t kres, kmeta, khuge;
 	unsigned nr = 0;
-	st->small_kernel = hp_jemap_resident(&kres, &kmeta, st->small_ranges,
-	    HP_STATS_RANGES, &nr);
+	st->small_kernel = hp_jemap_resident(&kres, &kmeta, &khuge,
+	    st->small_ranges, HP_STATS_RANGES, &nr);
 	st->small_nranges = nr;
 	if (st->small_kernel) {
 		small->resident_bytes = kres;
 		small->metadata_bytes = kmeta;
 		small->in_use_bytes = kres - kmeta;
 		huge->metadata_bytes = 0;
+		/* The ranges catch-up collapsed (catchup.c). */
+		small->resident_huge_bytes = khuge;
+		small->small_page_bytes = small->mapped_bytes > khuge ?
+		    small->mapped_bytes - khuge : 0;
 	}
 	/* The huge class's memory: its page states, and what the kernel
 	 * holds of it (resident.c); its metadata is on jemalloc's pages. If

@@ -92,9 +92,10 @@ static const field_t lfields[] = {
     L("caught_up_failed", caught_up_failed, true, "Such ranges the kernel "
       "did not collapse."),
     L("caught_up_skipped", caught_up_skipped, true, "Such ranges passed "
-      "over: not resident entirely, or not jemalloc's data."),
+      "over: more than 8 pages of them not resident, not jemalloc's data, "
+      "or jemalloc not retaining its address space."),
     L("caught_up_dropped", caught_up_dropped, true, "Such ranges not "
-      "queued: the queue (4096 ranges) was full."),
+      "queued: the queue (3072 ranges) was full."),
 };
 
 /* jemalloc's extent descriptors (edata.c): */

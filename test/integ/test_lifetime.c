@@ -317,10 +317,14 @@ Test(lifetime, what_was_learned_on_small_pages_catches_up) {
 	hp_run_free(&r);
 }
 
-/* lifetime:off, or a site never promoted: nothing is collapsed. */
+/* Learning, sampling and noting where objects go, but no site lives
+ * lifetime_ms (an hour) by the end: nothing is promoted, nothing
+ * collapsed. */
 Test(lifetime, nothing_catches_up_without_a_promotion) {
 	const char *argv[] = {hp_path("lifetime"), "catchup", "256", NULL};
-	hp_run_t r = run_conf("lifetime:off,maintain_ms:100", argv);
+	hp_run_t r = run_conf("lifetime:learn,lifetime_ms:3600000,"
+	    "maintain_ms:100", argv);
+	cr_assert_gt(hp_kv(&r, "objects_small"), 100000, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "caught_up"), 0, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "objects_small_in_thp"), 0, "%s", r.out);
 	hp_run_free(&r);

@@ -219,6 +219,8 @@ Test(longlived, memory_goes_back_in_whole_huge_pages) {
 	cr_assert_gt(hp_kv(&r, "ll_stranded"), 0, "%s", r.out);
 	cr_assert_geq(hp_kv(&r, "ll_resident_huge"), hp_kv(&r, "ll_stranded"),
 	    "stranded parts are in huge pages:\n%s", r.out);
+	/* kpageflags can tell: unsplit, the kept nodes are in THP pages. */
+	cr_assert_gt(hp_kv(&r, "kept_in_thp"), 0, "%s", r.out);
 	/* jemalloc's stats.active counts the class's resident pages. */
 	cr_assert_geq(hp_kv(&r, "active"), hp_kv(&r, "ll_resident"), "%s",
 	    r.out);
