@@ -68,6 +68,7 @@ static struct {
 	void (*option_set)(mi_option_t, long);
 	void (*register_output)(mi_output_fun *, void *);
 	void (*thread_init)(void);
+	mi_heap_t *(*heap_get_default)(void);
 	void (*collect)(bool);
 	void (*heap_collect)(mi_heap_t *, bool);
 } mi;
@@ -89,6 +90,7 @@ static const struct {
 	F(option_set, "mi_option_set"),
 	F(register_output, "mi_register_output"),
 	F(thread_init, "mi_thread_init"),
+	F(heap_get_default, "mi_heap_get_default"),
 	F(collect, "mi_collect"),
 	F(heap_collect, "mi_heap_collect"),
 #undef F
@@ -259,8 +261,28 @@ static bool ready(void) {
 	return e == NULL;
 }
 
+/* mimalloc keeps its thread's default heap in initial-exec TLS, which
+ * glibc fills in for every thread when the library is loaded; make test
+ * once saw a thread with it NULL (a SIGSEGV in mi_heap_new_in_arena,
+ * from mi_heap_get_backing). mi_heap_get_default returns that NULL
+ * rather than read through it: such a thread stays on jemalloc's path. */
+static bool thread_usable(void) {
+	static int said;
+	if (mi.heap_get_default() != NULL)
+		return true;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		hp_log("a thread has no mimalloc thread state (its TLS is not "
+		    "initialised); its long-lived objects stay on jemalloc");
+	return false;
+}
+
 static bool make_heaps(void) {
 	hp_mmap_own = true;
+	if (!thread_usable()) {
+		hp_mmap_own = false;
+		thread_state = 2;
+		return false;
+	}
 	for (unsigned i = 0; i < narenas; i++)
 		heaps[i] = mi.heap_new_in_arena(arena_id[i]);
 	hp_mmap_own = false;
