@@ -136,8 +136,13 @@ int main(int argc, char **argv) {
 		if (!read_stats(&st))
 			continue;
 		const hp_arena_stats_t *h = &st.arena[1];
+		/* Limit mode: RSS is read now, the counters as of the last
+		 * maintenance pass, and a pass splits at most
+		 * HP_SPLITS_PER_PASS pages: RSS can fall before the pass that
+		 * caused it publishes, so both must agree. */
 		done = limit_mode ? (uint64_t)rss * 1024 <= st.strand_limit_bytes +
-		    live + (16u << 20) && h->pages_split > 0 :
+		    live + (16u << 20) && h->pages_split > 0 &&
+		    h->stranded_bytes <= st.strand_limit_bytes :
 		    h->stranded_bytes >= want;
 	}
 	const hp_arena_stats_t *h = &st.arena[1];
