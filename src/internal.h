@@ -121,16 +121,17 @@ static inline bool hp_region_contains(const void *p) {
 bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n);
 /* Marks them reused; sets bits in *zero for subpages that must be zeroed. */
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
-/* Gives back the runs of 4 KiB parts of the page at hp set in stale
- * (MADV_DONTNEED) and marks them clean. With split, each run is first
+/* Gives back the free 4 KiB parts of the page at hp that may still be
+ * resident (MADV_DONTNEED) and marks them clean: those handed out since
+ * it was last given back or, to split a THP page, every free part (it is
+ * resident whole, parts never handed out included). With split, each run
+ * is first
  * advised MADV_FREE: MADV_DONTNEED alone splits only the mapping of a THP
  * page, which then stays allocated whole on the kernel's deferred-split
  * queue until memory runs short (out of RSS and AnonHugePages, not back
  * in MemFree); MADV_FREE splits a large folio only partly in its range
- * (mm/madvise.c), so the parts go back at once. stale holds free parts
- * only. */
-void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, const uint64_t *stale,
-    bool split);
+ * (mm/madvise.c), so the parts go back at once. */
+void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split);
 
 /* os.c: the library's only door to the kernel: every system call it makes
  * on its own behalf (scripts/embed-jemalloc sends the embedded jemalloc's

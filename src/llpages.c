@@ -101,15 +101,10 @@ int hp_llpages_mprotect(void *addr, size_t len, int prot) {
 	return r;
 }
 
-/* Gives back the free parts of a page that may be resident; split: the
- * page is a THP page being split (hp_hpage_purge), resident whole, so
- * every free part goes, dirty or not. */
+/* split: the page is a THP page being split (hp_hpage_purge). */
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&lock);
-	uint64_t stale[HP_SUBWORDS];
-	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		stale[w] = pg->released[w] & (split ? ~0ull : pg->dirty[w]);
-	hp_hpage_purge(hp, pg, stale, split);
+	hp_hpage_purge(hp, pg, split);
 }
 
 static void zap(uintptr_t from, uintptr_t to) {

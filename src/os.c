@@ -261,11 +261,9 @@ static bool resident_scan(int fd, uintptr_t start, uintptr_t end,
 }
 
 static bool resident_mincore(uintptr_t start, uintptr_t end, bool huge_ok,
-    hp_resident_fn fn, void *ctx) {
-	static unsigned char vec[1 << 15];  /* 128 MiB a call */
+    hp_resident_fn fn, void *ctx, unsigned char *vec, size_t nvec) {
 	for (uintptr_t a = start; a < end;) {
-		uintptr_t e = end - a > sizeof vec * HP_PAGE ?
-		    a + sizeof vec * HP_PAGE : end;
+		uintptr_t e = end - a > nvec * HP_PAGE ? a + nvec * HP_PAGE : end;
 		size_t n = (e - a) >> HP_PAGE_SHIFT;
 		if (mincore((void *)a, e - a, vec) != 0)
 			return false;
@@ -294,41 +292,14 @@ static bool resident_mincore(uintptr_t start, uintptr_t end, bool huge_ok,
 	return true;
 }
 
-static void count_pages(void *ctx, uintptr_t s, uintptr_t e, bool huge) {
-	(void)huge;
-	*(unsigned *)ctx += (unsigned)((e - s) >> HP_PAGE_SHIFT);
-}
-
-/* Pages mapped to the shared zero page are not counted: a collapse would
- * give them memory of their own. The fallback (mincore) cannot tell. */
-unsigned hp_os_huge_resident(uintptr_t addr) {
-	unsigned n = 0;
-	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
-		hp_pm_region_t vec[32];
-		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
-		bool ok = fd >= 0 && resident_scan(fd, addr, addr + HP_HUGE, vec,
-		    sizeof vec / sizeof vec[0], count_pages, &n);
-		if (fd >= 0)
-			close(fd);
-		if (ok)
-			return n;
-		n = 0;
-	}
-	unsigned char in[HP_SUBPAGES];
-	if (mincore((void *)addr, HP_HUGE, in) != 0)
-		return 0;
-	for (unsigned i = 0; i < HP_SUBPAGES; i++)
-		n += in[i] & 1;
-	return n;
-}
-
-bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
-    hp_resident_fn fn, void *ctx) {
-	static hp_pm_region_t vec[256];    /* callers hold the refresh lock */
+/* PAGEMAP_SCAN, else mincore, with the caller's buffers. */
+static bool resident(uintptr_t start, uintptr_t end, bool huge_ok,
+    hp_resident_fn fn, void *ctx, hp_pm_region_t *pm, size_t npm,
+    unsigned char *in, size_t nin) {
 	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
 		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
-		bool ok = fd >= 0 && resident_scan(fd, start, end, vec,
-		    sizeof vec / sizeof vec[0], fn, ctx);
+		bool ok = fd >= 0 && resident_scan(fd, start, end, pm, npm, fn,
+		    ctx);
 		int err = errno;
 		if (fd >= 0)
 			close(fd);
@@ -338,5 +309,32 @@ bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
 		if (fd >= 0 && (err == ENOTTY || err == EINVAL))
 			__atomic_store_n(&pm_scan_broken, 1, __ATOMIC_RELAXED);
 	}
-	return resident_mincore(start, end, huge_ok, fn, ctx);
+	return resident_mincore(start, end, huge_ok, fn, ctx, in, nin);
+}
+
+bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
+    hp_resident_fn fn, void *ctx) {
+	/* Callers hold the stats refresh lock. */
+	static hp_pm_region_t pm[256];
+	static unsigned char in[1 << 15];   /* 128 MiB a mincore call */
+	return resident(start, end, huge_ok, fn, ctx, pm, 256, in, sizeof in);
+}
+
+static void count_pages(void *ctx, uintptr_t s, uintptr_t e, bool huge) {
+	(void)huge;
+	*(unsigned *)ctx += (unsigned)((e - s) >> HP_PAGE_SHIFT);
+}
+
+/* Pages mapped to the shared zero page are not counted: a collapse would
+ * give them memory of their own. The fallback (mincore) cannot tell.
+ * Buffers of its own: the maintenance thread calls it without the
+ * refresh lock. */
+unsigned hp_os_huge_resident(uintptr_t addr) {
+	hp_pm_region_t pm[32];
+	unsigned char in[HP_SUBPAGES];
+	unsigned n = 0;
+	if (!resident(addr, addr + HP_HUGE, false, count_pages, &n, pm, 32, in,
+	    sizeof in))
+		return 0;
+	return n;
 }

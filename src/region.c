@@ -594,19 +594,15 @@ void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
 	region_unlock_timed();
 }
 
-/* Purges a page's free 4 KiB parts that may still be resident: those
- * handed out since it was last given back or, to split a THP page, every
- * free part (it is resident whole, parts never handed out included). */
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&region_lock);
+	hp_hpage_purge(hp, pg, split);
+}
+
+void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	uint64_t stale[HP_SUBWORDS];
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
 		stale[w] = pg->released[w] & (split ? ~0ull : pg->dirty[w]);
-	hp_hpage_purge(hp, pg, stale, split);
-}
-
-void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, const uint64_t *stale,
-    bool split) {
 	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
 		for (j = i + 1; bit(stale, i) && j < HP_SUBPAGES && bit(stale, j);
 		    j++)
