@@ -237,14 +237,19 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 /*
  * The long-lived class's arenas (longlived.c), which mimalloc commits
  * and gives back itself in whole 32 MiB segments. From the 2 MiB pool: a
- * multiple of unit, at most max bytes and half the pool's free pages (the
- * huge class takes the pool too); returns the bytes mapped, 0 for none.
+ * multiple of unit, at most max bytes, and no more than leaves the pool
+ * as many available pages as the process then holds, so that a fork
+ * needs no shadows (region.c): mimalloc's records in the arena are
+ * written without a lock, and a copy made while other threads run could
+ * give the child a torn heap. Returns the bytes mapped, 0 for none.
  */
 size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
 		return 0;
 	long avail = hp_backing_pool_avail(HP_HUGE);
-	size_t take = avail > 0 ? (size_t)avail / 2 * HP_HUGE : 0;
+	long held = (long)__atomic_load_n(&hp_region.hugetlb_2m,
+	    __ATOMIC_RELAXED);
+	size_t take = avail > held ? (size_t)(avail - held) / 2 * HP_HUGE : 0;
 	take = (take < max ? take : max) / unit * unit;
 	for (; take >= unit; take = take / 2 / unit * unit)
 		if (map_hugetlb(addr, take, HP_HUGE))

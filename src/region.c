@@ -699,7 +699,8 @@ static bool shadow_run(uintptr_t addr, size_t len) {
 }
 
 /* 2 MiB hugetlb pages outside the region that fork treats as its own:
- * the long-lived class's pool arena (longlived.c), shadowed first. */
+ * the long-lived class's pool arena (longlived.c), shadowed only when the
+ * region's own pages are not enough. */
 static uintptr_t extra_base;
 static size_t extra_len;
 
@@ -714,12 +715,6 @@ static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 	hp_lock_assert_held(&region_lock);
 	long avail = hp_backing_pool_avail(page);
 	size_t need = (long)held > avail ? held - (size_t)(avail > 0 ? avail : 0) : 0;
-	if (need && type == HP_MAP_HUGETLB_2M && extra_len) {
-		if (!shadow_run(extra_base, extra_len))
-			return;
-		size_t n = extra_len >> HP_HUGE_SHIFT;
-		need = need > n ? need - n : 0;
-	}
 	uintptr_t run = 0, end = 0;
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end && need;
 	    hp += page) {
@@ -735,8 +730,15 @@ static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 		end += page;
 		need--;
 	}
-	if (run != end && nshadows < HP_MAX_SHADOWS)
-		shadow_run(run, end - run);
+	if (run != end && nshadows < HP_MAX_SHADOWS && !shadow_run(run,
+	    end - run))
+		return;
+	/* The long-lived class's pages last: jemalloc's locks are held here
+	 * and its records are not in the region, but mimalloc's are in the
+	 * class's pages and change under the copy (backing.c). */
+	if (need && type == HP_MAP_HUGETLB_2M && extra_len &&
+	    nshadows < HP_MAX_SHADOWS)
+		shadow_run(extra_base, extra_len);
 }
 
 void hp_region_prefork(void) {

@@ -125,35 +125,92 @@ Test(longlived, freed_objects_never_reach_another_site_jemalloc) {
 	handback("jemalloc");
 }
 
-/* 8 threads make promoted nodes and free each other's while the main
- * thread forks 20 children that free and make them too. */
-Test(longlived, threads_free_across_and_fork) {
+/* lifetime crossfork 8 BEFORE AFTER under a replay of a profile that
+ * promotes the index site (recorded first), long_lived:mimalloc. */
+static hp_run_t crossfork(const char *before, const char *after,
+    const char *extra) {
 	char prof[128], conf[400];
 	snprintf(prof, sizeof prof, "/tmp/hp-ll-fork.%d.prof", (int)getpid());
 	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
 	hp_run_t a = index_run(conf, NULL);
 	hp_run_free(&a);
 	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:mimalloc,"
-	    "lifetime_profile:%s,stats_print:true", prof);
-	const char *argv[] = {hp_path("lifetime"), "crossfork", "8", NULL};
+	    "lifetime_profile:%s,stats_print:true%s", prof, extra);
+	const char *argv[] = {hp_path("lifetime"), "crossfork", "8", before,
+	    after, NULL};
 	hp_run_t r = run_env(argv, conf, NULL);
 	unlink(prof);
 	cr_assert_eq(hp_kv(&r, "forks_failed"), 0, "%s%s", r.out, r.err);
-	cr_assert_geq(hp_kv(&r, "sets"), 8, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "nodes_huge_frac"), 1, "%s", r.out);
+	return r;
+}
+
+/* 8 threads make promoted nodes and free each other's while the main
+ * thread forks 20 children that free and make them too. */
+Test(longlived, threads_free_across_and_fork) {
+	hp_run_t r = crossfork("0", "0", "");
+	cr_assert_geq(hp_kv(&r, "sets"), 8, "%s", r.out);
 	cr_assert_geq(ll_counter(&r, "frees "), 8 * 20000.0, "%s", r.err);
 	hp_run_free(&r);
 }
 
-/* With a pool of 64 pages the class maps half of what is free when it
- * starts (whole 32 MiB arena blocks) and fills them before THP. */
-Test(longlived, pool_pages_first, .fini = restore) {
-	hp_knob_require(&pool, POOL_2M, "64");
+/* A 2 MiB pool of n pages (put back by restore), or the test skipped. */
+static void require_pool(const char *n) {
+	hp_knob_require(&pool, POOL_2M, n);
 	char buf[32];
 	hp_knob_read(POOL_2M, buf, sizeof buf);
-	if (atol(buf) != 64)
-		cr_skip_test("the kernel reserved %s huge pages of the 64 asked "
-		    "for (memory too fragmented)", buf);
+	if (atol(buf) != atol(n))
+		cr_skip_test("the kernel reserved %s huge pages of the %s asked "
+		    "for (memory too fragmented)", buf, n);
+}
+
+/* The class's first arena, in MiB from the pool (the verbose line). */
+static long class_pool_mib(const hp_run_t *r) {
+	const char *p = strstr(r->err, " MiB from the hugetlb pool, the rest");
+	cr_assert(p != NULL, "%s", r->err);
+	while (p > r->err && p[-1] != '(')
+		p--;
+	return atol(p);
+}
+
+/* crossfork with a 128-page pool and blocks of the huge class (BEFORE
+ * MiB made before the class starts, AFTER MiB once it has): 20 forks of
+ * a parent whose 8 threads keep writing the class's objects. The class
+ * takes 32 MiB of the pool, every child reads the sets exactly, and in
+ * none was the class's pool arena copied (it is hugetlb there too). */
+static void fork_with_pool(const char *before, const char *after) {
+	require_pool("128");
+	hp_run_t r = crossfork(before, after, ",verbose:true");
+	cr_assert_eq(class_pool_mib(&r), 32, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "forks_class_copied"), 0, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* The huge class holds 40 pages (80 MiB) of the 128 when the class
+ * starts: the class takes (88 - 40) / 2 pages, 32 MiB in whole arena
+ * blocks, which leaves the pool as many available pages as the process
+ * holds: no fork copies any of them, and every child reads the sets
+ * exactly. (Half of what was free, 64 MiB, left 56 for 72 held: each
+ * fork copied the class's arena first, with its threads writing.) */
+Test(longlived, fork_copies_none_of_the_class_pages, .fini = restore) {
+	fork_with_pool("80", "0");
+}
+
+/* 20 MiB more in the huge class once the class has started: the pool
+ * then has fewer available pages than the process holds, and each fork
+ * copies some of the huge class's pages (which jemalloc's locks keep
+ * still) and none of the long-lived class's, whose records and objects
+ * the threads keep writing. (Copied first, the class's arena was not
+ * hugetlb in any of the 20 children.) */
+Test(longlived, fork_copies_the_huge_class_pages_first, .fini = restore) {
+	fork_with_pool("80", "20");
+}
+
+/* With a pool of 64 pages the class maps half of what is free, less
+ * what the huge class holds, when it starts (whole 32 MiB arena blocks)
+ * and fills them before THP. */
+Test(longlived, pool_pages_first, .fini = restore) {
+	require_pool("64");
 	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
 	    "stats_print:true,verbose:true", NULL);
 	/* hugetlb areas have no "hg" flag: they are huge pages anyway. */
@@ -161,11 +218,9 @@ Test(longlived, pool_pages_first, .fini = restore) {
 	cr_assert_geq(hp_kv(&r, "late_nodes_hg_frac") + hp_kv(&r,
 	    "late_nodes_hugetlb_frac"), 0.9, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "requests_nh_frac"), 1, "%s", r.out);
-	const char *p = strstr(r.err, " MiB from the hugetlb pool, the rest THP)");
-	cr_assert(p != NULL, "%s", r.err);
-	while (p > r.err && p[-1] != '(')
-		p--;
-	long mib = atol(p);
+	cr_assert(strstr(r.err, " MiB from the hugetlb pool, the rest THP)"),
+	    "%s", r.err);
+	long mib = class_pool_mib(&r);
 	cr_assert_geq(mib, 32, "no pool pages taken:\n%s", r.err);
 	cr_assert_eq(mib % 32, 0);
 	cr_assert_eq(hp_kv(&r, "promoted_first_hugetlb_frac"), 1, "the first "

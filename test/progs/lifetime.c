@@ -15,9 +15,14 @@
  *        lifetime release KEEP      1,000,000 index nodes, all freed but every
  *                                   KEEP-th (0: all), malloc_trim, then two
  *                                   maintenance passes: the class's counters
- *        lifetime crossfork THREADS threads making index nodes and freeing
+ *        lifetime crossfork THREADS [BEFORE AFTER]
+ *                                   threads making index nodes and freeing
  *                                   each other's while the main thread forks
- *                                   children that use and free them too
+ *                                   children that use and free them too;
+ *                                   with blocks of BEFORE MiB (made before
+ *                                   the threads start) and AFTER MiB (once
+ *                                   a thread has made its first set), kept
+ *                                   to the end (the huge class's pages)
  *        lifetime catchup MIB       one site keeps MIB of 2 KiB objects, made
  *                                   as fast as it can: what went to the small
  *                                   class before the site was promoted, on
@@ -27,6 +32,7 @@
  *                                   the kept ones' pages split */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,7 +286,7 @@ static int handback(long threads) {
  */
 enum { CF = 20000, CF_FORKS = 20 };
 static void **cf_slot[64];
-static volatile int cf_stop;
+static volatile int cf_stop, cf_started;
 static long cf_bad, cf_sets, cf_huge, cf_seen;
 
 static void **cf_make(long id) {
@@ -307,6 +313,7 @@ static void *cf_thread(void *arg) {
 	long prev = (id + hb_threads - 1) % hb_threads;
 	while (!cf_stop) {
 		void **set = cf_make(id);
+		__atomic_store_n(&cf_started, 1, __ATOMIC_RELEASE);
 		for (long i = 0; i < CF; i += 97, seen++)
 			huge += hp_class_of(set[i]) == 2;
 		set = __atomic_exchange_n(&cf_slot[id], set, __ATOMIC_ACQ_REL);
@@ -325,6 +332,33 @@ static void *cf_thread(void *arg) {
 	return NULL;
 }
 
+/* The blocks of the huge class (crossfork's BEFORE and AFTER), and the
+ * bytes of hugetlb mappings outside them in the parent before a fork. */
+static char *cf_blk[2];
+static long cf_blk_len[2];
+static long long cf_hugetlb_outside;
+
+/* Bytes of this process's hugetlb mappings that overlap neither block:
+ * the long-lived class's pool arena, and the huge class's other pages. */
+static long long hugetlb_outside_blocks(void) {
+	probe_vma_t *v;
+	size_t nv = probe_vmas(&v);
+	long long sum = 0;
+	for (size_t i = 0; i < nv; i++) {
+		bool in = false;
+		for (int k = 0; k < 2; k++)
+			in |= cf_blk[k] != NULL && v[i].start < (uintptr_t)cf_blk[k] +
+			    (uintptr_t)cf_blk_len[k] && (uintptr_t)cf_blk[k] < v[i].end;
+		if (!in && v[i].kernel_page_kb > 4)
+			sum += (long long)(v[i].end - v[i].start);
+	}
+	free(v);
+	return sum;
+}
+
+/* Exits 1 on a wrong byte; else 2 if at least 32 MiB of the hugetlb
+ * pages outside the blocks are not hugetlb here (fork copied them: the
+ * long-lived class's pool arena); else 0. */
 static int cf_child(void) {
 	long bad = 0;
 	for (long id = 0; id < hb_threads; id++)
@@ -332,27 +366,51 @@ static int cf_child(void) {
 			bad += cf_check_free(cf_slot[id], id);
 	for (int k = 0; k < 5; k++)
 		bad += cf_check_free(cf_make(k), k);
-	return bad != 0;
+	if (bad != 0)
+		return 1;
+	return hugetlb_outside_blocks() <= cf_hugetlb_outside - (32 << 20) ?
+	    2 : 0;
 }
 
-static int crossfork(long threads) {
+/* A block of mib MiB, written, kept to the end (NULL for 0). */
+static char *cf_block(long mib) {
+	if (mib <= 0)
+		return NULL;
+	char *b = malloc((size_t)mib << 20);
+	if (b != NULL)
+		memset(b, 7, (size_t)mib << 20);
+	return b;
+}
+
+static int crossfork(long threads, long before_mib, long after_mib) {
 	if (threads < 2 || threads > 64)
 		return 2;
 	hb_threads = threads;
+	char *before = cf_block(before_mib), *after = NULL;
+	cf_blk[0] = before, cf_blk_len[0] = before_mib << 20;
 	pthread_t t[64];
 	for (long i = 0; i < threads; i++)
 		if (pthread_create(&t[i], NULL, cf_thread, (void *)(intptr_t)i))
 			return 4;
-	int failed = 0;
+	if (after_mib > 0) {
+		while (!__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE))
+			sched_yield();
+		after = cf_block(after_mib);
+		cf_blk[1] = after, cf_blk_len[1] = after_mib << 20;
+	}
+	int failed = 0, copied = 0;
 	for (int f = 0; f < CF_FORKS; f++) {
 		struct timespec d = {0, 50000000};
 		nanosleep(&d, NULL);
+		cf_hugetlb_outside = hugetlb_outside_blocks();
 		pid_t pid = fork();
 		if (pid == 0)
 			_exit(cf_child());
 		int st = 0;
-		failed += pid < 0 || waitpid(pid, &st, 0) != pid ||
-		    !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+		bool done = pid > 0 && waitpid(pid, &st, 0) == pid &&
+		    WIFEXITED(st);
+		copied += done && WEXITSTATUS(st) == 2;
+		failed += !done || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 2);
 	}
 	cf_stop = 1;
 	for (long i = 0; i < threads; i++)
@@ -360,6 +418,13 @@ static int crossfork(long threads) {
 	for (long id = 0; id < threads; id++)
 		if (cf_slot[id] != NULL)
 			cf_bad += cf_check_free(cf_slot[id], id);
+	for (long i = 0; before != NULL && i < before_mib << 20; i += 4096)
+		cf_bad += before[i] != 7;
+	for (long i = 0; after != NULL && i < after_mib << 20; i += 4096)
+		cf_bad += after[i] != 7;
+	free(before);
+	free(after);
+	printf("forks_class_copied=%d\n", copied);
 	printf("forks_failed=%d\nsets=%ld\nnodes_huge_frac=%.3f\n"
 	    "data_ok=%d\n", failed, cf_sets, cf_seen ? (double)cf_huge /
 	    cf_seen : 0, cf_bad == 0);
@@ -503,7 +568,8 @@ int main(int argc, char **argv) {
 	if (strcmp(argv[1], "handback") == 0)
 		return handback(n);
 	if (strcmp(argv[1], "crossfork") == 0)
-		return crossfork(n);
+		return crossfork(n, argc > 3 ? atol(argv[3]) : 0,
+		    argc > 4 ? atol(argv[4]) : 0);
 	if (strcmp(argv[1], "release") == 0)
 		return release(n);
 	if (strcmp(argv[1], "catchup") == 0)
