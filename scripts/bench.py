@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: every workload under every allocator
-configuration in one run, interleaved (A B C ... A B C ...), at least 3
+configuration in one run, interleaved (A B C ... C A B ..., each round in
+an order of its own), at least 3
 runs each (quick mode too). Reports medians, min-max and ratios to glibc,
 peak memory (hugetlbfs pages included) and huge-page figures, and for
 every timed workload a control beside them: glibc with every heap and
@@ -22,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -284,6 +286,25 @@ def run_one(config, workload, quick):
     return res
 
 
+def round_order(configs, r):
+    """The configurations of round r, interleaved in an order of its own
+    (seeded by r, so a run can be repeated): a fixed order gives each one
+    the same predecessor every round, and on this VM a run right after one
+    that freed gigabytes of 4 KiB pages faults its memory in several times
+    slower (W3's set-up: 6.0-7.7 s after tcmalloc, 1.5-2.1 s after a run
+    of its own). A replay stays after the learn run whose profile it
+    loads."""
+    order = list(configs)
+    random.Random(r).shuffle(order)
+    for c in [c for c in order if "lifetime_profile" in
+              CONFIGS[c][0].get("HUGEPRELOAD_CONF", "")]:
+        if "hugepreload-learn" in order and \
+                order.index(c) < order.index("hugepreload-learn"):
+            order.remove(c)
+            order.insert(order.index("hugepreload-learn") + 1, c)
+    return order
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -346,7 +367,7 @@ def main():
                 continue
             # Instruction counts are exact: one run is the median.
             for r in range(1 if w in EXACT else runs):
-                for c in configs_of(w):      # interleaved, one at a time
+                for c in round_order(configs_of(w), r):  # one at a time
                     record(r, c, run_one(c, w, a.quick))
     finally:
         for path, value in saved.items():
@@ -411,7 +432,8 @@ def report(results, outdir, runs, quick, load):
     exact = f" ({exact}: 1, exact)" if exact else ""
     lines = [f"# hugepreload benchmark, {meta['date']}", "",
              f"{meta['machine']}; commit {meta['commit']}; {runs} run(s) "
-             f"per cell{exact}, interleaved"
+             f"per cell{exact}, interleaved (each round in an order of "
+             f"its own)"
              f"{' (quick)' if quick else ''}; {load['minutes']:.1f} minutes. "
              f"Load average (1, 5, 15 min) {la(load['before'])} before, "
              f"{la(load['after'])} after.", "",
