@@ -134,6 +134,9 @@ static const char *const at_load[] = {"MIMALLOC_RESERVE_HUGE_OS_PAGES",
 static HP_TLS mi_heap_t *heaps[LL_ARENAS];
 static HP_TLS unsigned char thread_state;
 static HP_TLS unsigned pool_skip;         /* the pool arena was full */
+/* The heap tried first: heaps[0], or the last while pool_skip counts
+ * down; NULL until this thread's heaps are made. */
+static HP_TLS mi_heap_t *first;
 
 static void message(const char *msg, void *arg) {
 	(void)arg;
@@ -192,6 +195,7 @@ static void retire_thread(void *arg) {
 	(void)arg;
 	thread_state = 2;        /* heaps[] die with mimalloc's destructor */
 	memset(heaps, 0, sizeof heaps);
+	first = NULL;
 }
 
 /* Why the class stays on jemalloc, or NULL once it is ready. */
@@ -287,38 +291,59 @@ static bool make_heaps(void) {
 		heaps[i] = mi.heap_new_in_arena(arena_id[i]);
 	hp_mmap_own = false;
 	thread_state = heaps[narenas - 1] != NULL ? 1 : 2;
-	if (thread_state == 1)
+	if (thread_state == 1) {
+		first = heaps[0] != NULL ? heaps[0] : heaps[narenas - 1];
 		pthread_setspecific(thread_key, (void *)1);
+	}
 	return thread_state == 1;
 }
 
-void *hp_ll_alloc(size_t size, bool zero) {
-	if (hp_unlikely(thread_state != 1) && (thread_state == 2 || !ready() ||
-	    !make_heaps()))
-		return NULL;
-	void *p = NULL;
-	unsigned i = 0;
-	if (pool_bytes != 0 && pool_skip != 0) {
-		pool_skip--;
-		i = 1;
+static inline void *heap_alloc(mi_heap_t *h, size_t size, bool zero) {
+	return zero ? mi.heap_zalloc(h, size) : mi.heap_malloc(h, size);
+}
+
+static inline void *counted(void *p) {
+	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(p),
+	    __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
+	return p;
+}
+
+/* The rest of hp_ll_alloc, out of line so that its common path keeps a
+ * small frame: this thread's heaps not made yet, or the first heap full
+ * (tried: it returned NULL). A full pool arena is skipped for the next
+ * LL_POOL_RETRY allocations; with every arena full, NULL. */
+static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
+    bool tried) {
+	if (thread_state != 1) {
+		if (thread_state == 2 || !ready() || !make_heaps())
+			return NULL;
+		tried = false;
 	}
-	for (; p == NULL && i < narenas; i++) {
-		p = zero ? mi.heap_zalloc(heaps[i], size) :
-		    mi.heap_malloc(heaps[i], size);
-		if (p == NULL && i == 0 && pool_bytes != 0) {
-			pool_skip = LL_POOL_RETRY;
-			__atomic_fetch_add(&hp_ll_counts.pool_full, 1,
-			    __ATOMIC_RELAXED);
-		}
+	void *p = tried ? NULL : heap_alloc(first, size, zero);
+	if (p == NULL && pool_bytes != 0 && first == heaps[0]) {
+		pool_skip = LL_POOL_RETRY;
+		first = heaps[narenas - 1];
+		__atomic_fetch_add(&hp_ll_counts.pool_full, 1, __ATOMIC_RELAXED);
+		p = heap_alloc(first, size, zero);
 	}
 	if (hp_unlikely(p == NULL)) {
 		__atomic_fetch_add(&hp_ll_counts.full, 1, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(p),
-	    __ATOMIC_RELAXED);
-	__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
-	return p;
+	return counted(p);
+}
+
+void *hp_ll_alloc(size_t size, bool zero) {
+	mi_heap_t *h = first;
+	if (hp_unlikely(h == NULL))
+		return alloc_slow(size, zero, false);
+	if (hp_unlikely(pool_skip != 0) && --pool_skip == 0 && heaps[0] != NULL)
+		first = heaps[0];        /* the pool arena again, from the next */
+	void *p = heap_alloc(h, size, zero);
+	if (hp_unlikely(p == NULL))
+		return alloc_slow(size, zero, true);
+	return counted(p);
 }
 
 void hp_ll_free(void *p) {

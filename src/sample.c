@@ -309,30 +309,38 @@ static void check_new_modules(void) {
 static HP_TLS int64_t budget;
 static HP_TLS bool armed;
 
+/* The budget ran out: the next interval, and this allocation sampled
+ * (or NULL). Out of line, so that hp_lifetime_alloc's other paths keep a
+ * small frame. */
+static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
+    bool zero) {
+	void *p = NULL;
+	budget = next_interval();
+	bool first = !armed;
+	armed = true;
+	/* Inside the sampler (busy), a nested allocation only restarts the
+	 * count; with sample_lock busy, this interval goes unsampled (see the
+	 * lock). */
+	if (!busy && !first && hp_trylock(&sample_lock)) {
+		busy = true;
+		check_new_modules();
+		uintptr_t frames[HP_SITE_DEPTH];
+		bool go = learning && hp_zone_size != 0;
+		unsigned n = go ? hp_unwind_frames(ret, frames) : 0;
+		hp_unlock(&sample_lock);
+		if (go)
+			p = sample(size, frames, n, zero);
+		busy = false;
+	}
+	return p;
+}
+
 void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero, uint64_t used,
     bool pinned) {
 	void *p = NULL;
-	if (mean_interval > 0 && (budget -= (int64_t)used) < 0) {
-		budget = next_interval();
-		bool first = !armed;
-		armed = true;
-		/* Inside the sampler (busy), a nested allocation only restarts
-		 * the count; with sample_lock busy, this interval goes
-		 * unsampled (see the lock). */
-		if (!busy && !first && hp_trylock(&sample_lock)) {
-			busy = true;
-			check_new_modules();
-			uintptr_t frames[HP_SITE_DEPTH];
-			bool go = learning && hp_zone_size != 0;
-			unsigned n = go ? hp_unwind_frames(ret, frames) : 0;
-			hp_unlock(&sample_lock);
-			if (go)
-				p = sample(size, frames, n, zero);
-			busy = false;
-			if (p != NULL)
-				return p;
-		}
-	}
+	if (mean_interval > 0 && (budget -= (int64_t)used) < 0 &&
+	    (p = sample_due(size, ret, zero)) != NULL)
+		return p;
 	if (pinned && !busy && hp_key_promoted(ret)) {
 		/* busy: the first call makes the arena and its threads, whose
 		 * own allocations must not come back here. */
