@@ -393,8 +393,18 @@ static int crossfork(long threads, long before_mib, long after_mib) {
 		if (pthread_create(&t[i], NULL, cf_thread, (void *)(intptr_t)i))
 			return 4;
 	if (after_mib > 0) {
-		while (!__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE))
+		/* Once the long-lived class has mapped its pool arena (32 MiB
+		 * or more of hugetlb outside the block): a thread's first set
+		 * alone does not say so, since threads allocate on jemalloc's
+		 * path while the first one loads libmimalloc. At most 10 s. */
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do {
 			sched_yield();
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while ((!__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) ||
+		    hugetlb_outside_blocks() < (32 << 20)) &&
+		    t.tv_sec - t0.tv_sec < 10);
 		after = cf_block(after_mib);
 		cf_blk[1] = after, cf_blk_len[1] = after_mib << 20;
 	}
