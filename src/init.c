@@ -100,8 +100,10 @@ static void start(void) {
 	size_t threshold = huge ? hp_conf.large_threshold : SIZE_MAX;
 	hp_slot_init(threshold, huge && hp_conf.lifetime != HP_LIFETIME_OFF ?
 	    hp_conf.lifetime_sample : 0);
-	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
 	hp_stats_init();
+	/* Last but the program's mappings: slot.c takes a non-zero
+	 * threshold as start-up done for the allocation paths. */
+	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
 	/* The program's own mappings: advised unless backing:none (after the
 	 * counters' header, which their first advice publishes). */
 	__atomic_store_n(&hp_mmap_threshold, hp_conf.backing ==

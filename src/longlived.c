@@ -321,7 +321,7 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 		tried = false;
 	}
 	void *p = tried ? NULL : heap_alloc(first, size, zero);
-	if (p == NULL && pool_bytes != 0 && first == heaps[0]) {
+	if (p == NULL && pool_bytes != 0 && narenas > 1 && first == heaps[0]) {
 		pool_skip = LL_POOL_RETRY;
 		first = heaps[narenas - 1];
 		__atomic_fetch_add(&hp_ll_counts.pool_full, 1, __ATOMIC_RELAXED);
@@ -338,11 +338,13 @@ void *hp_ll_alloc(size_t size, bool zero) {
 	mi_heap_t *h = first;
 	if (hp_unlikely(h == NULL))
 		return alloc_slow(size, zero, false);
-	if (hp_unlikely(pool_skip != 0) && --pool_skip == 0 && heaps[0] != NULL)
-		first = heaps[0];        /* the pool arena again, from the next */
+	if (hp_unlikely(pool_skip != 0) && --pool_skip == 0 && heaps[0] != NULL) {
+		first = heaps[0];        /* the pool arena again */
+		return alloc_slow(size, zero, false);
+	}
 	void *p = heap_alloc(h, size, zero);
 	if (hp_unlikely(p == NULL))
-		return alloc_slow(size, zero, true);
+		return alloc_slow(size, zero, true);   /* first, full */
 	return counted(p);
 }
 

@@ -68,8 +68,9 @@ static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
 	uint64_t bit = (uint64_t)1 << (i % 64), *word = &credited[i / 64];
 	/* The credit before this call: the fast path took size from it. */
 	uint64_t left = hp_slots[i] + size;
-	/* hp_threshold is 0 until start-up is done: hp_init is called only
-	 * then, or for a huge-class request. */
+	/* hp_threshold is 0 until start-up has set up everything these paths
+	 * use (init.c stores it last but one): hp_init is called only then,
+	 * or for a huge-class request. */
 	if (hp_unlikely(size >= hp_threshold) && (!hp_init() ||
 	    size >= hp_threshold)) {
 		/* Inside start-up: credits stay 0 until it is done. */

@@ -176,13 +176,16 @@ static long class_pool_mib(const hp_run_t *r) {
 /* crossfork with a 128-page pool and blocks of the huge class (BEFORE
  * MiB made before the class starts, AFTER MiB once it has): 20 forks of
  * a parent whose 8 threads keep writing the class's objects. The class
- * takes 32 MiB of the pool, every child reads the sets exactly, and in
- * none was the class's pool arena copied (it is hugetlb there too). */
-static void fork_with_pool(const char *before, const char *after) {
+ * takes 32 MiB of the pool, every child reads the sets exactly, in none
+ * was the class's pool arena copied (it is hugetlb there too), and in
+ * huge_copies of them part of the blocks was. */
+static void fork_with_pool(const char *before, const char *after,
+    long huge_copies) {
 	require_pool("128");
 	hp_run_t r = crossfork(before, after, ",verbose:true");
 	cr_assert_eq(class_pool_mib(&r), 32, "%s", r.err);
 	cr_assert_eq(hp_kv(&r, "forks_class_copied"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "forks_huge_copied"), huge_copies, "%s", r.out);
 	hp_run_free(&r);
 }
 
@@ -193,7 +196,7 @@ static void fork_with_pool(const char *before, const char *after) {
  * exactly. (Half of what was free, 64 MiB, left 56 for 72 held: each
  * fork copied the class's arena first, with its threads writing.) */
 Test(longlived, fork_copies_none_of_the_class_pages, .fini = restore) {
-	fork_with_pool("80", "0");
+	fork_with_pool("80", "0", 0);
 }
 
 /* 20 MiB more in the huge class once the class has started: the pool
@@ -203,7 +206,7 @@ Test(longlived, fork_copies_none_of_the_class_pages, .fini = restore) {
  * the threads keep writing. (Copied first, the class's arena was not
  * hugetlb in any of the 20 children.) */
 Test(longlived, fork_copies_the_huge_class_pages_first, .fini = restore) {
-	fork_with_pool("80", "20");
+	fork_with_pool("80", "20", 20);
 }
 
 /* With a pool of 64 pages the class maps half of what is free, less

@@ -332,44 +332,68 @@ static void *cf_thread(void *arg) {
 	return NULL;
 }
 
-/* The blocks of the huge class (crossfork's BEFORE and AFTER), and the
- * bytes of hugetlb mappings outside them in the parent before a fork. */
+/* The blocks of the huge class (crossfork's BEFORE and AFTER). */
 static char *cf_blk[2];
 static long cf_blk_len[2];
-static long long cf_hugetlb_outside;
 
-/* Bytes of this process's hugetlb mappings that overlap neither block:
- * the long-lived class's pool arena, and the huge class's other pages. */
-static long long hugetlb_outside_blocks(void) {
+typedef struct {
+	uintptr_t arena;         /* the largest hugetlb mapping outside them */
+	long long arena_len;
+	long long blocks_hugetlb; /* bytes of the blocks in hugetlb mappings */
+} cf_view_t;
+
+/* The hugetlb mappings as the kernel shows them now: the largest outside
+ * the blocks (the long-lived class's pool arena), and how much of the
+ * blocks is in hugetlb mappings. */
+static cf_view_t cf_look(void) {
 	probe_vma_t *v;
 	size_t nv = probe_vmas(&v);
-	long long sum = 0;
+	cf_view_t w = {0, 0, 0};
 	for (size_t i = 0; i < nv; i++) {
+		if (v[i].kernel_page_kb <= 4)
+			continue;
 		bool in = false;
-		for (int k = 0; k < 2; k++)
-			in |= cf_blk[k] != NULL && v[i].start < (uintptr_t)cf_blk[k] +
-			    (uintptr_t)cf_blk_len[k] && (uintptr_t)cf_blk[k] < v[i].end;
-		if (!in && v[i].kernel_page_kb > 4)
-			sum += (long long)(v[i].end - v[i].start);
+		for (int k = 0; k < 2; k++) {
+			uintptr_t b = (uintptr_t)cf_blk[k], e = b + (uintptr_t)cf_blk_len[k];
+			if (cf_blk[k] == NULL || v[i].start >= e || b >= v[i].end)
+				continue;
+			in = true;
+			w.blocks_hugetlb += (long long)((v[i].end < e ? v[i].end : e) -
+			    (v[i].start > b ? v[i].start : b));
+		}
+		if (!in && (long long)(v[i].end - v[i].start) > w.arena_len)
+			w.arena = v[i].start, w.arena_len = (long long)(v[i].end -
+			    v[i].start);
 	}
 	free(v);
-	return sum;
+	return w;
 }
 
-/* Exits 1 on a wrong byte; else 2 if at least 32 MiB of the hugetlb
- * pages outside the blocks are not hugetlb here (fork copied them: the
- * long-lived class's pool arena); else 0. */
+/* The parent's view just before a fork. */
+static cf_view_t cf_before;
+
+/* Exits 1 on a wrong byte; else the sum of 2 if the class's pool arena
+ * is not hugetlb here (fork copied it) and 4 if part of the blocks is
+ * not (fork copied pages of the huge class), as the kernel shows this
+ * process's mappings before it allocates. */
 static int cf_child(void) {
+	cf_view_t now = cf_look();
+	int copied = 0;
+	if (cf_before.arena_len >= (32 << 20)) {
+		probe_vma_t *v;
+		size_t nv = probe_vmas(&v);
+		const probe_vma_t *m = probe_find(v, nv, (void *)cf_before.arena);
+		copied |= m == NULL || m->kernel_page_kb <= 4 ? 2 : 0;
+		free(v);
+	}
+	copied |= now.blocks_hugetlb < cf_before.blocks_hugetlb ? 4 : 0;
 	long bad = 0;
 	for (long id = 0; id < hb_threads; id++)
 		if (cf_slot[id] != NULL)
 			bad += cf_check_free(cf_slot[id], id);
 	for (int k = 0; k < 5; k++)
 		bad += cf_check_free(cf_make(k), k);
-	if (bad != 0)
-		return 1;
-	return hugetlb_outside_blocks() <= cf_hugetlb_outside - (32 << 20) ?
-	    2 : 0;
+	return bad != 0 ? 1 : copied;
 }
 
 /* A block of mib MiB, written, kept to the end (NULL for 0). */
@@ -403,24 +427,25 @@ static int crossfork(long threads, long before_mib, long after_mib) {
 			sched_yield();
 			clock_gettime(CLOCK_MONOTONIC, &t);
 		} while ((!__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) ||
-		    hugetlb_outside_blocks() < (32 << 20)) &&
+		    cf_look().arena_len < (32 << 20)) &&
 		    t.tv_sec - t0.tv_sec < 10);
 		after = cf_block(after_mib);
 		cf_blk[1] = after, cf_blk_len[1] = after_mib << 20;
 	}
-	int failed = 0, copied = 0;
+	int failed = 0, copied = 0, huge_copied = 0;
 	for (int f = 0; f < CF_FORKS; f++) {
 		struct timespec d = {0, 50000000};
 		nanosleep(&d, NULL);
-		cf_hugetlb_outside = hugetlb_outside_blocks();
+		cf_before = cf_look();
 		pid_t pid = fork();
 		if (pid == 0)
 			_exit(cf_child());
 		int st = 0;
 		bool done = pid > 0 && waitpid(pid, &st, 0) == pid &&
-		    WIFEXITED(st);
-		copied += done && WEXITSTATUS(st) == 2;
-		failed += !done || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 2);
+		    WIFEXITED(st) && WEXITSTATUS(st) != 1;
+		copied += done && (WEXITSTATUS(st) & 2);
+		huge_copied += done && (WEXITSTATUS(st) & 4);
+		failed += !done;
 	}
 	cf_stop = 1;
 	for (long i = 0; i < threads; i++)
@@ -434,7 +459,8 @@ static int crossfork(long threads, long before_mib, long after_mib) {
 		cf_bad += after[i] != 7;
 	free(before);
 	free(after);
-	printf("forks_class_copied=%d\n", copied);
+	printf("forks_class_copied=%d\nforks_huge_copied=%d\n", copied,
+	    huge_copied);
 	printf("forks_failed=%d\nsets=%ld\nnodes_huge_frac=%.3f\n"
 	    "data_ok=%d\n", failed, cf_sets, cf_seen ? (double)cf_huge /
 	    cf_seen : 0, cf_bad == 0);
