@@ -71,8 +71,8 @@ static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
 	/* hp_threshold is 0 until start-up has set up everything these paths
 	 * use (init.c stores it last but one): hp_init is called only then,
 	 * or for a huge-class request. */
-	if (hp_unlikely(size >= hp_threshold) && (!hp_init() ||
-	    size >= hp_threshold)) {
+	if (hp_unlikely(size >= __atomic_load_n(&hp_threshold,
+	    __ATOMIC_ACQUIRE)) && (!hp_init() || size >= hp_threshold)) {
 		/* Inside start-up: credits stay 0 until it is done. */
 		hp_slots[i] = left;
 		return hp_alloc_slow(size, 0, zero);

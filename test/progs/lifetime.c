@@ -379,14 +379,12 @@ static cf_view_t cf_before;
 static int cf_child(void) {
 	cf_view_t now = cf_look();
 	int copied = 0;
-	if (cf_before.arena_len >= (32 << 20)) {
-		probe_vma_t *v;
-		size_t nv = probe_vmas(&v);
-		const probe_vma_t *m = probe_find(v, nv, (void *)cf_before.arena);
-		copied |= m == NULL || m->kernel_page_kb <= 4 ? 2 : 0;
-		free(v);
-	}
-	copied |= now.blocks_hugetlb < cf_before.blocks_hugetlb ? 4 : 0;
+	/* A copied arena is THP here: no longer the same hugetlb mapping. */
+	if (cf_before.arena_len >= (32 << 20) && (now.arena != cf_before.arena ||
+	    now.arena_len < cf_before.arena_len))
+		copied |= 2;
+	if (now.blocks_hugetlb < cf_before.blocks_hugetlb)
+		copied |= 4;
 	long bad = 0;
 	for (long id = 0; id < hb_threads; id++)
 		if (cf_slot[id] != NULL)
