@@ -29,7 +29,14 @@
  *                                   huge pages after three maintenance
  *                                   passes; then all but one object per
  *                                   2 MiB of it freed and malloc_trim(0):
- *                                   the kept ones' pages split */
+ *                                   the kept ones' pages split
+ *        lifetime sizes THREADS     one site keeps objects of sizes from 8 B
+ *                                   to 1000 KiB; 0.4 s later THREADS threads
+ *                                   free a third of them, realloc a third,
+ *                                   make their own and free half of another
+ *                                   thread's: the class's live_bytes and
+ *                                   allocations against malloc_usable_size
+ *                                   and the count of what is left */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -590,6 +597,106 @@ static int catchup(long mib) {
 	return 0;
 }
 
+/* ---- sizes: the class's counters against the objects themselves ---- */
+
+/* Not a tail call: the return address is this function's, whoever calls. */
+__attribute__((noinline)) static void *sized_node(size_t n) {
+	void *volatile p = malloc(n);
+	return p;
+}
+
+#define SZ_MAIN 40000
+#define SZ_OWN  8000
+static void **sz_main, **sz_own[64];
+static long sz_threads;
+static pthread_barrier_t sz_made;
+
+/* Mostly 8 B-4 KiB, one in 50 up to 200 KiB, one in 1000 up to 1000 KiB:
+ * every kind of mimalloc page below large_threshold. */
+static size_t sz_pick(uint64_t *r) {
+	*r ^= *r << 13, *r ^= *r >> 7, *r ^= *r << 17;
+	uint64_t x = *r >> 20;
+	if (x % 1000 == 0)
+		return 200000 + x / 1000 % 800000;
+	if (x % 50 == 0)
+		return 4096 + x / 50 % 196000;
+	return 8 + x / 50 % 4089;
+}
+
+static void *sz_thread(void *arg) {
+	long t = (long)arg;
+	uint64_t r = 0x2545f4914f6cdd1dull * (uint64_t)(t + 7);
+	/* Its own first: a thread's heaps are made at its first promoted
+	 * allocation, and realloc keeps an object in the class only on a
+	 * thread that has them. */
+	void **own = sz_own[t] = calloc(SZ_OWN, sizeof *own);
+	for (long i = 0; i < SZ_OWN; i++)
+		own[i] = sized_node(sz_pick(&r));
+	for (long i = t; i < SZ_MAIN; i += sz_threads) {
+		if (i % 3 == 0) {
+			free(sz_main[i]);
+			sz_main[i] = NULL;
+		} else if (i % 3 == 1) {
+			void *q = realloc(sz_main[i], sz_pick(&r));
+			if (q != NULL)
+				sz_main[i] = q;
+		}
+	}
+	pthread_barrier_wait(&sz_made);
+	nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL);   /* as above */
+	void **other = sz_own[(t + 1) % sz_threads];
+	for (long i = 0; i < SZ_OWN; i += 2) {
+		free(other[i]);
+		other[i] = NULL;
+	}
+	return NULL;
+}
+
+static void sz_count(void **p, long n, long *in, long *left, size_t *bytes) {
+	for (long i = 0; i < n; i++) {
+		if (p[i] == NULL)
+			continue;
+		(*left)++;
+		if (hp_class_of(p[i]) == 2) {
+			(*in)++;
+			*bytes += malloc_usable_size(p[i]);
+		}
+	}
+}
+
+static int sizes(long threads) {
+	if (threads < 1 || threads > 64)
+		return 2;
+	sz_threads = threads;
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	sz_main = calloc(SZ_MAIN, sizeof *sz_main);
+	for (long i = 0; i < SZ_MAIN; i++)
+		sz_main[i] = sized_node(sz_pick(&r));
+	/* Long-lived for a recording run (lifetime_ms's default is 250). */
+	nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL);
+	pthread_t tid[64];
+	pthread_barrier_init(&sz_made, NULL, (unsigned)threads);
+	for (long t = 0; t < threads; t++)
+		pthread_create(&tid[t], NULL, sz_thread, (void *)t);
+	for (long t = 0; t < threads; t++)
+		pthread_join(tid[t], NULL);
+	long in = 0, left = 0;
+	size_t bytes = 0;
+	sz_count(sz_main, SZ_MAIN, &in, &left, &bytes);
+	for (long t = 0; t < threads; t++)
+		sz_count(sz_own[t], SZ_OWN, &in, &left, &bytes);
+	hp_stats_t st;
+	if (!three_passes(&st))
+		return 3;
+	const hp_arena_stats_t *a = &st.arena[2];
+	printf("objects=%ld\nin_class=%ld\nusable_bytes=%zu\nll_live=%lu\n"
+	    "ll_objects=%lu\nll_fallbacks=%lu\ndata_ok=1\n", left, in, bytes,
+	    (unsigned long)a->live_bytes,
+	    (unsigned long)(a->nmalloc - a->ndalloc),
+	    (unsigned long)a->fallback_mmap_failed);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3)
 		return 2;
@@ -608,6 +715,8 @@ int main(int argc, char **argv) {
 		return release(n);
 	if (strcmp(argv[1], "catchup") == 0)
 		return catchup(n);
+	if (strcmp(argv[1], "sizes") == 0)
+		return sizes(n);
 	if (strcmp(argv[1], "dl") == 0) {
 		requests(100000);        /* before the library is loaded */
 		void *h = argc > 3 ? dlopen(argv[3], RTLD_NOW) : NULL;
