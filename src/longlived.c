@@ -24,6 +24,13 @@
  *
  * Each thread allocates from heaps of its own, made at its first
  * promoted allocation; any thread frees (mimalloc's cross-thread frees).
+ *
+ * The class counts its live bytes without asking mimalloc for each
+ * object's size (mi_usable_size, 28 instructions a call): a mimalloc page
+ * is whole 64 KiB slices of one block size, so a table at the top of the
+ * range keeps the block size of each slice, written by the allocation
+ * that finds it different and read by free; the size of a new object
+ * comes from a per-thread cache keyed by the request.
  * A thread's heaps die with it: mimalloc's key destructor gives their
  * pages to the thread's backing heap, so this thread's own key, made
  * before mimalloc's and so run first by glibc, retires them before that.
@@ -34,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <mimalloc.h>
 #include "internal.h"
 
@@ -41,6 +49,9 @@
 #define LL_ARENAS 2                       /* the pool's, then THP or 4 KiB */
 #define LL_POOL_RETRY 65536               /* allocations before a full pool
                                              arena is tried again */
+#define LL_SLICE_SHIFT 16                 /* mimalloc 2.0's page unit:
+                                             MI_SEGMENT_SLICE_SIZE, 64 KiB */
+#define LL_SIZES  32                      /* the per-thread size cache */
 
 uintptr_t hp_ll_base;
 size_t hp_ll_size;
@@ -52,6 +63,10 @@ static mi_arena_id_t arena_id[LL_ARENAS];
 static unsigned narenas;
 static size_t pool_bytes;                 /* the pool arena's, at the bottom */
 static bool thp;                          /* the rest advised MADV_HUGEPAGE */
+/* The block size of each slice of the arenas (0: ask mimalloc), at the
+ * top of the range, on 4 KiB pages; table_bytes of the range. */
+static uint32_t *bsize;
+static size_t table_bytes;
 static pthread_key_t thread_key;
 
 static struct {
@@ -137,6 +152,10 @@ static HP_TLS unsigned pool_skip;         /* the pool arena was full */
 /* The heap tried first: heaps[0], or the last while pool_skip counts
  * down; NULL until this thread's heaps are made. */
 static HP_TLS mi_heap_t *first;
+/* Requests and the usable size mimalloc gave them (UINT32_MAX: empty). */
+static HP_TLS struct {
+	uint32_t size, usable;
+} sizes[LL_SIZES] = {[0 ... LL_SIZES - 1] = {UINT32_MAX, 0}};
 
 static void message(const char *msg, void *arg) {
 	(void)arg;
@@ -164,10 +183,26 @@ static void hold_options(void) {
 			    "its counters", at_load[i]);
 }
 
-/* The range as arenas: pool pages first, then the rest. */
+/* The block-size table: one entry per slice of the range, in whole
+ * arena blocks at its top, read-write on 4 KiB pages (the kernel gives
+ * it pages as slices are used). Without it, mimalloc is asked. */
+static void make_table(void) {
+	size_t need = (hp_ll_size >> LL_SLICE_SHIFT) * sizeof *bsize;
+	size_t bytes = (need + HP_LL_SEGMENT - 1) & ~(HP_LL_SEGMENT - 1);
+	uintptr_t t = hp_ll_base + hp_ll_size - bytes;
+	if (bytes * 2 > hp_ll_size ||
+	    hp_os_mprotect((void *)t, bytes, PROT_READ | PROT_WRITE) != 0)
+		return;
+	hp_os_madvise((void *)t, bytes, MADV_NOHUGEPAGE);
+	table_bytes = bytes;
+	bsize = (uint32_t *)t;
+}
+
+/* The range as arenas: pool pages first, then the rest up to the table. */
 static bool make_arenas(void) {
+	make_table();
 	uintptr_t a = hp_ll_base;
-	size_t left = hp_ll_size;
+	size_t left = hp_ll_size - table_bytes;
 	size_t got = hp_backing_map_pool(a, left / 2, HP_LL_SEGMENT);
 	if (got != 0) {
 		if (mi.manage((void *)a, got, true, true, true, -1, true,
@@ -302,9 +337,35 @@ static inline void *heap_alloc(mi_heap_t *h, size_t size, bool zero) {
 	return zero ? mi.heap_zalloc(h, size) : mi.heap_malloc(h, size);
 }
 
-static inline void *counted(void *p) {
-	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(p),
-	    __ATOMIC_RELAXED);
+static inline uint32_t *slice_of(const void *p) {
+	return &bsize[((uintptr_t)p - hp_ll_base) >> LL_SLICE_SHIFT];
+}
+
+/* p's slice holds blocks of usable bytes (0 if too large to keep). */
+static inline void note(const void *p, size_t usable) {
+	uint32_t u = usable <= UINT32_MAX ? (uint32_t)usable : 0;
+	if (bsize != NULL && __atomic_load_n(slice_of(p), __ATOMIC_RELAXED) != u)
+		__atomic_store_n(slice_of(p), u, __ATOMIC_RELAXED);
+}
+
+/* What mimalloc gave a request of size: its cache entry, or asked. */
+static inline size_t usable_of(const void *p, size_t size) {
+	unsigned i = (unsigned)(size >> 3) % LL_SIZES;
+	if (hp_likely(sizes[i].size == size))
+		return sizes[i].usable;
+	size_t u = mi.usable_size(p);
+	if (size < UINT32_MAX && u <= UINT32_MAX) {
+		sizes[i].size = (uint32_t)size;
+		sizes[i].usable = (uint32_t)u;
+	}
+	return u;
+}
+
+static inline void *counted(void *p, size_t size) {
+	size_t u = usable_of(p, size);
+	hp_assert(u == mi.usable_size(p));
+	note(p, u);
+	__atomic_fetch_add(&hp_ll_counts.live_bytes, u, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
 	return p;
 }
@@ -331,7 +392,7 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 		__atomic_fetch_add(&hp_ll_counts.full, 1, __ATOMIC_RELAXED);
 		return NULL;
 	}
-	return counted(p);
+	return counted(p, size);
 }
 
 void *hp_ll_alloc(size_t size, bool zero) {
@@ -345,13 +406,17 @@ void *hp_ll_alloc(size_t size, bool zero) {
 	void *p = heap_alloc(h, size, zero);
 	if (hp_unlikely(p == NULL))
 		return alloc_slow(size, zero, true);   /* first, full */
-	return counted(p);
+	return counted(p, size);
 }
 
 void hp_ll_free(void *p) {
 	hp_assert(hp_ll_contains(p));
-	__atomic_fetch_sub(&hp_ll_counts.live_bytes, mi.usable_size(p),
-	    __ATOMIC_RELAXED);
+	size_t u = bsize != NULL ? __atomic_load_n(slice_of(p),
+	    __ATOMIC_RELAXED) : 0;
+	if (hp_unlikely(u == 0))
+		u = mi.usable_size(p);
+	hp_assert(u == mi.usable_size(p));
+	__atomic_fetch_sub(&hp_ll_counts.live_bytes, u, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&hp_ll_counts.ndalloc, 1, __ATOMIC_RELAXED);
 	mi.free(p);
 }
@@ -374,7 +439,9 @@ void *hp_ll_realloc(void *p, size_t size) {
 	void *q = mi.heap_realloc(h, p, size);
 	if (q == NULL)
 		return NULL;
-	__atomic_fetch_add(&hp_ll_counts.live_bytes, mi.usable_size(q) - old,
+	size_t now = mi.usable_size(q);
+	note(q, now);
+	__atomic_fetch_add(&hp_ll_counts.live_bytes, now - old,
 	    __ATOMIC_RELAXED);
 	if (q != p) {
 		__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
@@ -449,21 +516,25 @@ bool hp_ll_scan(hp_arena_stats_t *a) {
 	hp_os_resident(hp_ll_base, hp_ll_base + pool_bytes, true, resident_run,
 	    &s);
 	uint64_t pool_resident = a->resident_bytes;
-	hp_os_resident(hp_ll_base + pool_bytes, hp_ll_base + hp_ll_size, thp,
-	    resident_run, &s);
+	uintptr_t top = hp_ll_base + hp_ll_size - table_bytes;
+	hp_os_resident(hp_ll_base + pool_bytes, top, thp, resident_run, &s);
 	uint64_t rest = a->resident_bytes - pool_resident;
+	/* The block-size table: the class's metadata, on 4 KiB pages. */
+	hp_os_resident(top, hp_ll_base + hp_ll_size, false, resident_run, &s);
+	uint64_t table = a->resident_bytes - pool_resident - rest;
+	a->metadata_bytes = table;
 	a->hugetlb_2m_bytes = pool_bytes;
 	if (thp)
 		a->thp_bytes = rest;
-	else
-		a->small_page_bytes = rest;
-	a->mapped_bytes = pool_bytes + rest;
+	a->small_page_bytes = (thp ? 0 : rest) + table;
+	a->mapped_bytes = pool_bytes + rest + table;
 	/* Free spans kept resident beside live ones in huge pages; the rest
-	 * is mimalloc's: objects, free blocks among them, its records. */
+	 * of the arenas is mimalloc's: objects, free blocks among them, its
+	 * records. */
 	hp_llpages_scan(a);
-	if (a->stranded_bytes > a->resident_bytes)
-		a->stranded_bytes = a->resident_bytes;
-	a->in_use_bytes = a->resident_bytes - a->stranded_bytes;
+	if (a->stranded_bytes > rest)
+		a->stranded_bytes = rest;
+	a->in_use_bytes = a->resident_bytes - a->stranded_bytes - table;
 	a->fallback_pool_empty = __atomic_load_n(&hp_ll_counts.pool_full,
 	    __ATOMIC_RELAXED);
 	a->fallback_mmap_failed = __atomic_load_n(&hp_ll_counts.full,

@@ -62,9 +62,11 @@ static const field_t fields[] = {
       "not done, so as not to split it."),
     F("hooks_refused", hooks_refused, true, "Extent hook calls refused: "
       "their range was not the library's own."),
-    F("metadata_bytes", metadata_bytes, false, "jemalloc's own metadata for "
-      "the arena, resident (its base: radix tree, bins; extent descriptors "
-      "are counted apart), on 4 KiB pages."),
+    F("metadata_bytes", metadata_bytes, false, "The allocator's own records "
+      "for the arena, resident, on 4 KiB pages: jemalloc's base (radix "
+      "tree, bins; extent descriptors are counted apart); for the "
+      "long-lived class, its table of block sizes (mimalloc's records are "
+      "in its pages)."),
 };
 #define NFIELDS (sizeof fields / sizeof *fields)
 
