@@ -32,7 +32,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps reference deb check-deb test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-stride bench-embedding bench-threshold install uninstall clean
+.PHONY: all deps reference deb check-deb test tests check-debug check-python check-redis check-java demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-mtpromoted bench-stride bench-embedding bench-threshold install uninstall clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -234,6 +234,8 @@ $(BUILD)/mfloop: bench/mfloop.c
 	$(CC) -O2 -fno-builtin -o $@ $<
 $(BUILD)/maint: bench/maint.c
 	$(CC) -O2 -Wall -o $@ $<
+$(BUILD)/mtpromoted: bench/mtpromoted.c
+	$(CC) -O2 -Wall -o $@ $< -lpthread
 # C++14's sized deallocation (g++'s default there), spelled out.
 $(BUILD)/cxxnew: bench/cxxnew.cpp
 	$(CXX) -std=c++17 -O2 -fsized-deallocation -Wall -o $@ $<
@@ -268,6 +270,11 @@ bench-maint:
 	scripts/setup-deps demo
 	$(MAKE) all $(BUILD)/maint
 	scripts/bench-maint
+
+bench-mtpromoted:
+	scripts/setup-deps demo
+	$(MAKE) all $(BUILD)/mtpromoted
+	scripts/bench-mtpromoted
 
 # The chapter's stride demo in Python/numpy, with and without the library,
 # beside a hand-advised control (about a minute).

@@ -268,6 +268,35 @@ void hp_stats_mmap_changed(void);   /* mmap.c advised a mapping */
 void hp_stats_atfork_child(void);
 void hp_heap_totals(hp_heap_t *h);
 
+/* tally.c: the promoted path's counters, in shards summed when read, one
+ * per thread while there are no more threads than shards. */
+typedef enum {
+	HP_TALLY_PLACED,             /* hp_lifetime_counts_t's placed */
+	HP_TALLY_PLACED_BYTES,
+	HP_TALLY_LL_LIVE,            /* the long-lived class's live_bytes */
+	HP_TALLY_LL_NMALLOC,
+	HP_TALLY_LL_NDALLOC,
+	HP_TALLY_N
+} hp_tally_t;
+#define HP_SHARDS 64
+typedef struct {
+	uint64_t v[HP_TALLY_N];
+} __attribute__((aligned(128))) hp_shard_t;
+HP_STATIC_ASSERT(sizeof(hp_shard_t) == 128,
+    "a shard is two cache lines: the pair the L2 prefetcher fetches");
+extern hp_shard_t hp_shards[HP_SHARDS];
+extern HP_TLS hp_shard_t *hp_my_shard;
+hp_shard_t *hp_shard_take(void);
+static inline hp_shard_t *hp_shard(void) {
+	hp_shard_t *s = hp_my_shard;
+	return hp_likely(s != NULL) ? s : hp_shard_take();
+}
+/* Adds d (a difference, modulo 2^64) to counter t of shard s. */
+static inline void hp_tally(hp_shard_t *s, hp_tally_t t, uint64_t d) {
+	__atomic_fetch_add(&s->v[t], d, __ATOMIC_RELAXED);
+}
+uint64_t hp_tally_sum(hp_tally_t t);
+
 /* site.c: allocation sites, keys and lifetime decisions. */
 extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
 extern uintptr_t *hp_key_tab;         /* HP_KEYS */

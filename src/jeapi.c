@@ -158,8 +158,7 @@ static int read_plus_ll(int r, void *oldp, size_t *oldlenp, bool active) {
 	if (r == 0 && oldp != NULL && oldlenp != NULL &&
 	    *oldlenp == sizeof(size_t))
 		*(size_t *)oldp += active ? (size_t)hp_stats_ll_resident() :
-		    (size_t)__atomic_load_n(&hp_ll_counts.live_bytes,
-		    __ATOMIC_RELAXED);
+		    (size_t)hp_tally_sum(HP_TALLY_LL_LIVE);
 	return r;
 }
 

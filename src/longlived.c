@@ -365,8 +365,9 @@ static inline void *counted(void *p, size_t size) {
 	size_t u = usable_of(p, size);
 	hp_assert(u == mi.usable_size(p));
 	note(p, u);
-	__atomic_fetch_add(&hp_ll_counts.live_bytes, u, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
+	hp_shard_t *s = hp_shard();
+	hp_tally(s, HP_TALLY_LL_LIVE, u);
+	hp_tally(s, HP_TALLY_LL_NMALLOC, 1);
 	return p;
 }
 
@@ -416,8 +417,9 @@ void hp_ll_free(void *p) {
 	if (hp_unlikely(u == 0))
 		u = mi.usable_size(p);
 	hp_assert(u == mi.usable_size(p));
-	__atomic_fetch_sub(&hp_ll_counts.live_bytes, u, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&hp_ll_counts.ndalloc, 1, __ATOMIC_RELAXED);
+	hp_shard_t *s = hp_shard();
+	hp_tally(s, HP_TALLY_LL_LIVE, -(uint64_t)u);
+	hp_tally(s, HP_TALLY_LL_NDALLOC, 1);
 	mi.free(p);
 }
 
@@ -441,11 +443,11 @@ void *hp_ll_realloc(void *p, size_t size) {
 		return NULL;
 	size_t now = mi.usable_size(q);
 	note(q, now);
-	__atomic_fetch_add(&hp_ll_counts.live_bytes, now - old,
-	    __ATOMIC_RELAXED);
+	hp_shard_t *s = hp_shard();
+	hp_tally(s, HP_TALLY_LL_LIVE, now - old);
 	if (q != p) {
-		__atomic_fetch_add(&hp_ll_counts.nmalloc, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&hp_ll_counts.ndalloc, 1, __ATOMIC_RELAXED);
+		hp_tally(s, HP_TALLY_LL_NMALLOC, 1);
+		hp_tally(s, HP_TALLY_LL_NDALLOC, 1);
 	}
 	return q;
 }
@@ -509,10 +511,9 @@ bool hp_ll_scan(hp_arena_stats_t *a) {
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2)
 		return false;
 	struct scan s = {a};
-	a->live_bytes = __atomic_load_n(&hp_ll_counts.live_bytes,
-	    __ATOMIC_RELAXED);
-	a->nmalloc = __atomic_load_n(&hp_ll_counts.nmalloc, __ATOMIC_RELAXED);
-	a->ndalloc = __atomic_load_n(&hp_ll_counts.ndalloc, __ATOMIC_RELAXED);
+	a->live_bytes = hp_tally_sum(HP_TALLY_LL_LIVE);
+	a->nmalloc = hp_tally_sum(HP_TALLY_LL_NMALLOC);
+	a->ndalloc = hp_tally_sum(HP_TALLY_LL_NDALLOC);
 	hp_os_resident(hp_ll_base, hp_ll_base + pool_bytes, true, resident_run,
 	    &s);
 	uint64_t pool_resident = a->resident_bytes;

@@ -351,10 +351,9 @@ void *hp_lifetime_alloc(size_t size, uintptr_t ret, bool zero, uint64_t used,
 			p = hp_huge_small(size, zero);
 		busy = false;
 		if (p != NULL) {
-			__atomic_fetch_add(&hp_lifetime_counts.placed_bytes, size,
-			    __ATOMIC_RELAXED);
-			__atomic_fetch_add(&hp_lifetime_counts.placed, 1,
-			    __ATOMIC_RELAXED);
+			hp_shard_t *s = hp_shard();
+			hp_tally(s, HP_TALLY_PLACED_BYTES, size);
+			hp_tally(s, HP_TALLY_PLACED, 1);
 			return p;
 		}
 	}

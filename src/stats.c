@@ -239,10 +239,12 @@ static void collect(hp_stats_t *st) {
 		st->ll_base = hp_ll_base;
 		st->ll_size = hp_ll_size;
 	}
-	/* Written under the site lock (placed* atomically); read without it:
-	 * each word is whole, and one refresh late at worst. */
+	/* Written under the site lock (placed* in tally.c's shards); read
+	 * without it: each word is whole, and one refresh late at worst. */
 	memcpy(&st->lifetime, (const void *)&hp_lifetime_counts,
 	    sizeof st->lifetime);
+	st->lifetime.placed = hp_tally_sum(HP_TALLY_PLACED);
+	st->lifetime.placed_bytes = hp_tally_sum(HP_TALLY_PLACED_BYTES);
 	memcpy(&st->descriptors, (const void *)&hp_edata_counts,
 	    sizeof st->descriptors);
 	memcpy(&st->mmap, (const void *)&hp_mmap_counts, sizeof st->mmap);

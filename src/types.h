@@ -123,10 +123,9 @@ typedef struct {
 	uint64_t caught_up_dropped;
 } hp_lifetime_counts_t;
 
-/* The long-lived class (longlived.c), process-wide, updated atomically. */
+/* The long-lived class's fallbacks (longlived.c), updated atomically; its
+ * live bytes and calls are counted in tally.c's shards. */
 typedef struct {
-	uint64_t live_bytes;         /* usable bytes of its live objects */
-	uint64_t nmalloc, ndalloc;
 	uint64_t pool_full;          /* the pool arena was full: the rest tried */
 	uint64_t full;               /* every arena full: jemalloc's path */
 } hp_ll_counts_t;

@@ -32,9 +32,10 @@
  *                                   the kept ones' pages split
  *        lifetime sizes THREADS     one site keeps objects of sizes from 8 B
  *                                   to 1000 KiB; 0.4 s later THREADS threads
- *                                   free a third of them, realloc a third,
- *                                   make their own and free half of another
- *                                   thread's: the class's live_bytes and
+ *                                   (up to 128) make 32,000 more between
+ *                                   them, free a third of the first ones,
+ *                                   realloc a third, and free half of
+ *                                   another thread's: the class's live_bytes and
  *                                   allocations against malloc_usable_size
  *                                   and the count of what is left */
 #include <dlfcn.h>
@@ -606,9 +607,9 @@ __attribute__((noinline)) static void *sized_node(size_t n) {
 }
 
 #define SZ_MAIN 40000
-#define SZ_OWN  8000
-static void **sz_main, **sz_own[64];
-static long sz_threads;
+#define SZ_OWN  32000                   /* over all the threads */
+static void **sz_main, **sz_own[128];
+static long sz_threads, sz_nown;
 static pthread_barrier_t sz_made;
 
 /* Mostly 8 B-4 KiB, one in 50 up to 200 KiB, one in 1000 up to 1000 KiB:
@@ -629,8 +630,8 @@ static void *sz_thread(void *arg) {
 	/* Its own first: a thread's heaps are made at its first promoted
 	 * allocation, and realloc keeps an object in the class only on a
 	 * thread that has them. */
-	void **own = sz_own[t] = calloc(SZ_OWN, sizeof *own);
-	for (long i = 0; i < SZ_OWN; i++)
+	void **own = sz_own[t] = calloc((size_t)sz_nown, sizeof *own);
+	for (long i = 0; i < sz_nown; i++)
 		own[i] = sized_node(sz_pick(&r));
 	for (long i = t; i < SZ_MAIN; i += sz_threads) {
 		if (i % 3 == 0) {
@@ -645,7 +646,7 @@ static void *sz_thread(void *arg) {
 	pthread_barrier_wait(&sz_made);
 	nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL);   /* as above */
 	void **other = sz_own[(t + 1) % sz_threads];
-	for (long i = 0; i < SZ_OWN; i += 2) {
+	for (long i = 0; i < sz_nown; i += 2) {
 		free(other[i]);
 		other[i] = NULL;
 	}
@@ -665,16 +666,17 @@ static void sz_count(void **p, long n, long *in, long *left, size_t *bytes) {
 }
 
 static int sizes(long threads) {
-	if (threads < 1 || threads > 64)
+	if (threads < 1 || threads > 128)
 		return 2;
 	sz_threads = threads;
+	sz_nown = SZ_OWN / threads;
 	uint64_t r = 0x9e3779b97f4a7c15ull;
 	sz_main = calloc(SZ_MAIN, sizeof *sz_main);
 	for (long i = 0; i < SZ_MAIN; i++)
 		sz_main[i] = sized_node(sz_pick(&r));
 	/* Long-lived for a recording run (lifetime_ms's default is 250). */
 	nanosleep(&(struct timespec){0, 400 * 1000000L}, NULL);
-	pthread_t tid[64];
+	pthread_t tid[128];
 	pthread_barrier_init(&sz_made, NULL, (unsigned)threads);
 	for (long t = 0; t < threads; t++)
 		pthread_create(&tid[t], NULL, sz_thread, (void *)t);
@@ -684,7 +686,7 @@ static int sizes(long threads) {
 	size_t bytes = 0;
 	sz_count(sz_main, SZ_MAIN, &in, &left, &bytes);
 	for (long t = 0; t < threads; t++)
-		sz_count(sz_own[t], SZ_OWN, &in, &left, &bytes);
+		sz_count(sz_own[t], sz_nown, &in, &left, &bytes);
 	hp_stats_t st;
 	if (!three_passes(&st))
 		return 3;
