@@ -152,10 +152,11 @@ static HP_TLS unsigned pool_skip;         /* the pool arena was full */
 /* The heap tried first: heaps[0], or the last while pool_skip counts
  * down; NULL until this thread's heaps are made. */
 static HP_TLS mi_heap_t *first;
-/* Requests and the usable size mimalloc gave them (UINT32_MAX: empty). */
+/* Requests (as size + 1: 0 is an empty entry) and the usable size
+ * mimalloc gave them. */
 static HP_TLS struct {
-	uint32_t size, usable;
-} sizes[LL_SIZES] = {[0 ... LL_SIZES - 1] = {UINT32_MAX, 0}};
+	uint32_t key, usable;
+} sizes[LL_SIZES];
 
 static void message(const char *msg, void *arg) {
 	(void)arg;
@@ -183,17 +184,36 @@ static void hold_options(void) {
 			    "its counters", at_load[i]);
 }
 
-/* The block-size table: one entry per slice of the range, in whole
- * arena blocks at its top, read-write on 4 KiB pages (the kernel gives
- * it pages as slices are used). Without it, mimalloc is asked. */
+/* Whether every block of a mimalloc page has the page's usable size: not
+ * in a build with MI_PADDING (debug, valgrind), where mi_usable_size is
+ * the request's size. A 1-byte object's is 8 without it. */
+static bool unpadded(void) {
+	mi_heap_t *h = mi.heap_get_default();
+	void *p = h != NULL ? mi.heap_malloc(h, 1) : NULL;
+	if (p == NULL)
+		return false;
+	bool ok = mi.usable_size(p) == 8;
+	mi.free(p);
+	return ok;
+}
+
+/* The block-size table: one entry per slice of the range, at the bottom
+ * of whole arena blocks at its top, read-write on 4 KiB pages (the kernel
+ * gives it pages as slices are used). The rest of those blocks, a page at
+ * least, stays PROT_NONE: the table's mapping must not merge with what
+ * lies above the range (the sample zone's), or smaps would show it
+ * outside the range (stats_print.c's check). Without it, mimalloc is
+ * asked. */
 static void make_table(void) {
-	size_t need = (hp_ll_size >> LL_SLICE_SHIFT) * sizeof *bsize;
-	size_t bytes = (need + HP_LL_SEGMENT - 1) & ~(HP_LL_SEGMENT - 1);
+	size_t need = ((hp_ll_size >> LL_SLICE_SHIFT) * sizeof *bsize +
+	    HP_PAGE - 1) & ~(HP_PAGE - 1);
+	size_t bytes = (need + HP_PAGE + HP_LL_SEGMENT - 1) &
+	    ~(HP_LL_SEGMENT - 1);
 	uintptr_t t = hp_ll_base + hp_ll_size - bytes;
-	if (bytes * 2 > hp_ll_size ||
-	    hp_os_mprotect((void *)t, bytes, PROT_READ | PROT_WRITE) != 0)
+	if (bytes > hp_ll_size / 8 || !unpadded() ||
+	    hp_os_mprotect((void *)t, need, PROT_READ | PROT_WRITE) != 0)
 		return;
-	hp_os_madvise((void *)t, bytes, MADV_NOHUGEPAGE);
+	hp_os_madvise((void *)t, need, MADV_NOHUGEPAGE);
 	table_bytes = bytes;
 	bsize = (uint32_t *)t;
 }
@@ -351,11 +371,11 @@ static inline void note(const void *p, size_t usable) {
 /* What mimalloc gave a request of size: its cache entry, or asked. */
 static inline size_t usable_of(const void *p, size_t size) {
 	unsigned i = (unsigned)(size >> 3) % LL_SIZES;
-	if (hp_likely(sizes[i].size == size))
+	if (hp_likely(sizes[i].key == size + 1))
 		return sizes[i].usable;
 	size_t u = mi.usable_size(p);
 	if (size < UINT32_MAX && u <= UINT32_MAX) {
-		sizes[i].size = (uint32_t)size;
+		sizes[i].key = (uint32_t)(size + 1);
 		sizes[i].usable = (uint32_t)u;
 	}
 	return u;

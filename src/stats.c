@@ -324,7 +324,10 @@ uint64_t hp_stats_heap_resident(void) {
 /* The long-lived class's resident bytes as of the last refresh. */
 uint64_t hp_stats_ll_resident(void) {
 	hp_lock(&refresh_lock);
-	uint64_t r = local.narenas > 2 ? local.arena[2].resident_bytes : 0;
+	/* The class's pages, its table of block sizes (metadata) left out,
+	 * as jemalloc's "stats.active" leaves out its own. */
+	uint64_t r = local.narenas > 2 ? local.arena[2].resident_bytes -
+	    local.arena[2].metadata_bytes : 0;
 	hp_unlock(&refresh_lock);
 	return r;
 }

@@ -27,9 +27,13 @@ hp_shard_t *hp_shard_take(void) {
 	return hp_my_shard = &hp_shards[i % HP_SHARDS];
 }
 
+/* The shards are read one by one, not at one instant: an object made on a
+ * shard already read and freed on one not yet read shows its free without
+ * its allocation, so a difference can read below zero while threads
+ * count. Clamped: 0 then. */
 uint64_t hp_tally_sum(hp_tally_t t) {
 	uint64_t sum = 0;
 	for (unsigned i = 0; i < HP_SHARDS; i++)
 		sum += __atomic_load_n(&hp_shards[i].v[t], __ATOMIC_RELAXED);
-	return sum;
+	return sum > INT64_MAX ? 0 : sum;
 }
