@@ -6,8 +6,8 @@
  * One process-wide counter that every thread bumps is one cache line
  * that each promoted allocation takes from the other cores: with 2
  * threads at one promoted site, the class's six atomic counters a pair
- * made a long_lived:mimalloc malloc+free 5.5 times slower than with one
- * thread (scripts/bench-mtpromoted). A thread takes a shard at its first
+ * made a long_lived:mimalloc malloc+free 4.23 times slower than with one
+ * thread (scripts/bench-mtpromoted, 1.04 times since). A thread takes a shard at its first
  * count, in turn; the counts stay atomic, so threads that share one
  * (more threads than shards) count right, and nothing is kept per thread
  * that its exit or a fork would have to fold: a figure is the sum over
