@@ -614,7 +614,24 @@ def learn_target_table(rows):
             f"{'' if rs is None or not bs else f'{rs / bs:.2f}x'} | "
             f"{'' if rs is None or not ss else f'{rs / ss:.2f}x ({ssc})'} | "
             f"{'' if off is None else f'{off:.0f}'} |")
-    return lines + [""]
+    return lines + [""] + peers_rule_line(peers)
+
+
+def peers_rule_line(peers):
+    """The ns/load half's rule applied to the peers themselves: each one
+    against the best of the others, in the same run. The best of several
+    medians is the luckiest: how far the others sit from it is what a
+    configuration as fast as they are can expect."""
+    ns = {c: r["median"] for c, r in peers.items() if r.get("median")}
+    if len(ns) < 2:
+        return []
+    part = []
+    for c in sorted(ns):
+        others = min(v for o, v in ns.items() if o != c)
+        part.append(f"{c} {ns[c] / others:.3f}x")
+    return ["The ns/load rule held against the peers themselves (each "
+            "peer's median against the best of the other peers'; only "
+            "the best one can meet it): " + ", ".join(part) + ".", ""]
 
 
 def chart(rows, outdir, meta):
