@@ -55,6 +55,7 @@ static void atfork_child(void) {
 }
 
 static void start(void) {
+	hp_os_probe_cpu();
 	hp_conf_defaults(&hp_conf);
 	if (getauxval(AT_SECURE) == 0)
 		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);

@@ -27,6 +27,31 @@
 void hp_assert_fail(const char *expr, const char *file, int line,
     const char *func) __attribute__((noreturn, cold));
 
+/* Set bits of a page bitmap's word. Debian builds for the x86-64
+ * baseline, which has no POPCNT, and gcc then calls libgcc's
+ * __popcountdi2 (a tenth of a learn run's instructions at jemalloc's
+ * slab commits, region.c); the instruction is used when start-up found
+ * it (os.c), and the words that are most often all clear or all set
+ * take no count at all. */
+extern bool hp_have_popcnt;
+static inline unsigned hp_popcount64(uint64_t x) {
+	if (x == 0 || x == ~(uint64_t)0)
+		return x ? 64 : 0;
+#ifdef __POPCNT__
+	return (unsigned)__builtin_popcountll(x);
+#else
+	if (hp_likely(hp_have_popcnt)) {
+		uint64_t r;
+		__asm__("popcnt %1, %0" : "=r"(r) : "rm"(x) : "cc");
+		return (unsigned)r;
+	}
+	x -= (x >> 1) & 0x5555555555555555ull;
+	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (unsigned)((x * 0x0101010101010101ull) >> 56);
+#endif
+}
+
 /* init.c: the policy in force and the start-up sequence. */
 extern hp_conf_t hp_conf;
 /* Requests >= hp_threshold take the slow path; 0 until start-up is done,
@@ -137,6 +162,8 @@ void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split);
  * on its own behalf (scripts/embed-jemalloc sends the embedded jemalloc's
  * there too; test exports::system_calls_only_in_os_c checks). Descriptors
  * are close-on-exec and at least 3 when these return. */
+/* What the CPU has (hp_have_popcnt), once, first thing at start-up. */
+void hp_os_probe_cpu(void);
 /* The memory system calls, made directly (not through the library's own
  * exported mmap family); as the libc functions, -1 or MAP_FAILED and
  * errno on failure. */

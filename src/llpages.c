@@ -151,7 +151,7 @@ int hp_llpages_madvise(void *addr, size_t len, int advice) {
 static unsigned stale_parts(const hp_hpage_t *pg) {
 	unsigned n = 0;
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		n += (unsigned)__builtin_popcountll(pg->released[w] & pg->dirty[w]);
+		n += (unsigned)hp_popcount64(pg->released[w] & pg->dirty[w]);
 	return n;
 }
 

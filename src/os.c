@@ -24,6 +24,13 @@
 int hp_je_creat(const char *path, mode_t mode);
 long hp_je_syscall(long nr, ...);
 
+bool hp_have_popcnt;
+
+void hp_os_probe_cpu(void) {
+	__builtin_cpu_init();        /* a constructor may be the first caller */
+	hp_have_popcnt = __builtin_cpu_supports("popcnt");
+}
+
 /*
  * The memory system calls, made directly: the library exports mmap,
  * munmap, mremap, mprotect and madvise for the program's own mappings

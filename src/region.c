@@ -133,28 +133,33 @@ bool hp_region_owns(const void *addr, size_t len) {
 	    a >= hp_region.base && a < carved && len <= carved - a;
 }
 
-/* Masks of subpages [first, first + n) in each 64-bit word. */
-static void sub_masks(unsigned first, unsigned n, uint64_t m[HP_SUBWORDS]) {
-	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
-		unsigned lo = w * 64, a = first > lo ? first : lo;
-		unsigned b = first + n < lo + 64 ? first + n : lo + 64;
-		if (a >= b)
-			m[w] = 0;
-		else if (b - a == 64)
-			m[w] = ~(uint64_t)0;
-		else
-			m[w] = (((uint64_t)1 << (b - a)) - 1) << (a - lo);
-	}
+/* The mask of subpages [first, first + n) in 64-bit word w. */
+static inline uint64_t sub_mask(unsigned first, unsigned n, unsigned w) {
+	unsigned lo = w * 64, a = first > lo ? first : lo;
+	unsigned b = first + n < lo + 64 ? first + n : lo + 64;
+	if (a >= b)
+		return 0;
+	return b - a == 64 ? ~(uint64_t)0 :
+	    (((uint64_t)1 << (b - a)) - 1) << (a - lo);
+}
+
+/* The words that subpages [first, first + n) touch: [*w0, *w1). A commit
+ * of one slab is one word of eight (jemalloc's slab commits come here
+ * once per slab: a 2 KiB object's slab is 4 KiB). */
+static inline void sub_words(unsigned first, unsigned n, unsigned *w0,
+    unsigned *w1) {
+	*w0 = first / 64;
+	*w1 = n == 0 ? *w0 : (first + n + 63) / 64;
 }
 
 bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n) {
-	uint64_t m[HP_SUBWORDS];
+	unsigned w0, w1;
 	hp_assert(first + n <= HP_SUBPAGES);
-	sub_masks(first, n, m);
-	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
-		pg->nreleased += (uint16_t)__builtin_popcountll(m[w] &
-		    ~pg->released[w]);
-		pg->released[w] |= m[w];
+	sub_words(first, n, &w0, &w1);
+	for (unsigned w = w0; w < w1; w++) {
+		uint64_t m = sub_mask(first, n, w);
+		pg->nreleased += (uint16_t)hp_popcount64(m & ~pg->released[w]);
+		pg->released[w] |= m;
 	}
 	hp_assert(pg->nreleased <= HP_SUBPAGES);
 	if (pg->nreleased < HP_SUBPAGES)
@@ -172,15 +177,17 @@ static void hpage_zapped(hp_hpage_t *pg) {
 
 void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
     uint64_t *zero) {
-	uint64_t m[HP_SUBWORDS];
+	unsigned w0, w1;
 	hp_assert(first + n <= HP_SUBPAGES);
-	sub_masks(first, n, m);
-	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
-		uint64_t was = m[w] & pg->released[w];
+	sub_words(first, n, &w0, &w1);
+	memset(zero, 0, HP_SUBWORDS * sizeof *zero);
+	for (unsigned w = w0; w < w1; w++) {
+		uint64_t m = sub_mask(first, n, w);
+		uint64_t was = m & pg->released[w];
 		zero[w] = was & pg->dirty[w];
-		pg->nreleased -= (uint16_t)__builtin_popcountll(was);
-		pg->released[w] &= ~m[w];
-		pg->dirty[w] |= m[w];
+		pg->nreleased -= (uint16_t)hp_popcount64(was);
+		pg->released[w] &= ~m;
+		pg->dirty[w] |= m;
 	}
 }
 
@@ -431,8 +438,15 @@ bool hp_region_reuse(void *addr, size_t len) {
 static unsigned popcount_and(const uint64_t *a, const uint64_t *b) {
 	unsigned n = 0;
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		n += (unsigned)__builtin_popcountll(b ? a[w] & b[w] : a[w]);
+		n += (unsigned)hp_popcount64(b ? a[w] & b[w] : a[w]);
 	return n;
+}
+
+static bool any_set(const uint64_t *m) {
+	uint64_t x = 0;
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		x |= m[w];
+	return x != 0;
 }
 
 /* A huge page whose free parts stay resident with it: THP not yet split,
@@ -481,7 +495,9 @@ static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
 		a->resident_huge_bytes += s * HP_HUGE;
 		return;
 	}
-	unsigned dirty = popcount_and(pg->dirty, NULL);
+	/* A page resident whole needs only whether any part was touched. */
+	unsigned dirty = whole_resident(pg) ? any_set(pg->dirty) :
+	    popcount_and(pg->dirty, NULL);
 	a->mapped_bytes += s * HP_HUGE;
 	switch (pg->map) {
 	case HP_MAP_HUGETLB_2M: a->hugetlb_2m_bytes += s * HP_HUGE; break;

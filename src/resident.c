@@ -49,7 +49,7 @@ static unsigned held_in(const uint64_t *held, unsigned from, unsigned n) {
 		unsigned w = from / 64, b = from % 64;
 		unsigned take = 64 - b < n ? 64 - b : n;
 		uint64_t mask = take == 64 ? ~0ull : ((1ull << take) - 1) << b;
-		count += (unsigned)__builtin_popcountll(held[w] & mask);
+		count += (unsigned)hp_popcount64(held[w] & mask);
 		from += take;
 		n -= take;
 	}
