@@ -152,7 +152,11 @@ static bool zone_init(uintptr_t base, size_t size, long decay_ms) {
 	if (size == 0)
 		return false;
 	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
-	zone_bump = zone_mapped = base;
+	/* Its first page stays PROT_NONE: a mapping below the zone (the
+	 * long-lived class's top block, read-write MADV_NOHUGEPAGE like the
+	 * zone's when THP is unusable) can never merge with the zone's, which
+	 * would take that block out of the class's range in smaps. */
+	zone_bump = zone_mapped = base + HP_PAGE;
 	zone_end = base + size;
 	hp_zone_base = base;
 	unsigned ind = hp_arena_create(&zone_hooks);
