@@ -32,7 +32,8 @@ void hp_assert_fail(const char *expr, const char *file, int line,
  * __popcountdi2 (a tenth of a learn run's instructions at jemalloc's
  * slab commits, region.c); the instruction is used when start-up found
  * it (os.c), and the words that are most often all clear or all set
- * take no count at all. */
+ * take no count at all. The asm is volatile so that gcc never moves it
+ * ahead of its test, onto a CPU without the instruction. */
 extern bool hp_have_popcnt;
 static inline unsigned hp_popcount64(uint64_t x) {
 	if (x == 0 || x == ~(uint64_t)0)
@@ -42,7 +43,7 @@ static inline unsigned hp_popcount64(uint64_t x) {
 #else
 	if (hp_likely(hp_have_popcnt)) {
 		uint64_t r;
-		__asm__("popcnt %1, %0" : "=r"(r) : "rm"(x) : "cc");
+		__asm__ volatile("popcnt %1, %0" : "=r"(r) : "rm"(x) : "cc");
 		return (unsigned)r;
 	}
 	x -= (x >> 1) & 0x5555555555555555ull;
