@@ -31,13 +31,11 @@ void hp_assert_fail(const char *expr, const char *file, int line,
  * baseline, which has no POPCNT, and gcc then calls libgcc's
  * __popcountdi2 (a tenth of a learn run's instructions at jemalloc's
  * slab commits, region.c); the instruction is used when start-up found
- * it (os.c), and the words that are most often all clear or all set
- * take no count at all. The asm is volatile so that gcc never moves it
+ * it (os.c). Without it, the words that are most often all clear or all
+ * set take no count. The asm is volatile so that gcc never moves it
  * ahead of its test, onto a CPU without the instruction. */
 extern bool hp_have_popcnt;
 static inline unsigned hp_popcount64(uint64_t x) {
-	if (x == 0 || x == ~(uint64_t)0)
-		return x ? 64 : 0;
 #ifdef __POPCNT__
 	return (unsigned)__builtin_popcountll(x);
 #else
@@ -46,6 +44,8 @@ static inline unsigned hp_popcount64(uint64_t x) {
 		__asm__ volatile("popcnt %1, %0" : "=r"(r) : "rm"(x) : "cc");
 		return (unsigned)r;
 	}
+	if (x == 0 || x == ~(uint64_t)0)
+		return x ? 64 : 0;
 	x -= (x >> 1) & 0x5555555555555555ull;
 	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
 	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;

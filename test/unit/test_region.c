@@ -190,3 +190,28 @@ Test(region, subpages_past_the_page_abort, .signal = SIGABRT) {
 	memset(&pg, 0, sizeof pg);
 	hp_hpage_release(&pg, 500, 20);
 }
+
+/* hp_popcount64 by the POPCNT instruction (where os.c finds it) and by
+ * the portable count, against the compiler's, on edge and random words. */
+Test(hpage, popcount_both_ways) {
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	hp_os_probe_cpu();
+	bool cpu = hp_have_popcnt;
+	for (int way = 0; way < 2; way++) {
+		hp_have_popcnt = way == 0 ? false : cpu;
+		static const uint64_t edge[] = {0, ~0ull, 1, 1ull << 63,
+		    0x8000000000000001ull, ~1ull, 0x5555555555555555ull};
+		for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+			cr_assert_eq(hp_popcount64(edge[i]),
+			    (unsigned)__builtin_popcountll(edge[i]), "%#lx",
+			    (unsigned long)edge[i]);
+		for (int i = 0; i < 100000; i++) {
+			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+			uint64_t x = r & (r >> (i % 64));   /* sparse and dense */
+			cr_assert_eq(hp_popcount64(x),
+			    (unsigned)__builtin_popcountll(x), "%#lx",
+			    (unsigned long)x);
+		}
+	}
+	hp_have_popcnt = cpu;
+}
