@@ -12,7 +12,8 @@
  * process that has the page; its Prometheus form is one exposition (each
  * metric's HELP and TYPE once, a series per pid), for node_exporter's
  * textfile collector. -o writes FILE whole or not at all (a temporary
- * file in its directory, renamed over it).
+ * file in its directory, renamed over it). The page is the process's to
+ * write, and is checked as untrusted input (page_valid, below).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,23 +31,200 @@
 #include "cli.h"
 #include "stats_print.h"
 
-/* Where pid's stats page is mapped: the memfd's line in /proc/PID/maps.
- * 1 found, 0 not there, -1 (errno set) the maps could not be read. */
-static int find_page(long pid, unsigned long *start, unsigned long *end) {
-	char path[64], line[512];
+/*
+ * The page is untrusted input: any local user's program can map a memfd of
+ * that name and write what it likes in it. Before anything from it drives
+ * a loop or a read, its ranges are checked (whole pages, 2 MiB ones where
+ * the format says so, not empty, in the user address space, in order and
+ * not overlapping, and jemalloc's, which stat reads through pagemap,
+ * mapped in the process), and each process's work is bounded: at most
+ * SCAN_MAX bytes of ranges and PROC_SECONDS seconds. A process that fails
+ * either is skipped with one line, and the others are read.
+ */
+/* x86-64's user address space with 4-level page tables (TASK_SIZE): mmap
+ * places nothing above it unless asked to, and neither the library nor
+ * jemalloc asks. */
+#define USER_TOP 0x7ffffffff000ull
+/* Bytes of jemalloc's mappings read through pagemap for one process: 1 TiB
+ * is 2 GiB of pagemap words, 0.3 s where none is resident (1.1 ns a 4 KiB
+ * page on the test VM); a program has far fewer. */
+#define SCAN_MAX ((uint64_t)1 << 40)
+#define PROC_SECONDS 2
+
+/* One process being read: its deadline, and why it was skipped. */
+typedef struct {
+	long pid;
+	double deadline;             /* CLOCK_MONOTONIC seconds */
+	bool late;
+	char why[200];
+} job_t;
+
+static double mono(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+__attribute__((format(printf, 2, 3)))
+static bool skip(job_t *j, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(j->why, sizeof j->why, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* Whether the job is past its deadline (then the why says so). */
+static bool late(job_t *j) {
+	if (j == NULL || j->late || mono() < j->deadline)
+		return j != NULL && j->late;
+	j->late = true;
+	skip(j, "took more than %d s", PROC_SECONDS);
+	return true;
+}
+
+/* Address space a process has: /proc/PID/maps, adjacent mappings joined. */
+typedef struct {
+	uint64_t lo, hi;
+} span_t;
+typedef struct {
+	span_t *v;
+	size_t n, cap;
+} spans_t;
+
+static bool span_add(spans_t *s, uint64_t lo, uint64_t hi) {
+	if (s->n > 0 && lo <= s->v[s->n - 1].hi) {     /* adjacent (in order) */
+		if (hi > s->v[s->n - 1].hi)
+			s->v[s->n - 1].hi = hi;
+		return true;
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		span_t *v = realloc(s->v, cap * sizeof *v);
+		if (v == NULL)
+			return false;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = (span_t){lo, hi};
+	return true;
+}
+
+/* Whether [lo, hi) is all mapped: inside one joined span. */
+static bool spans_hold(const spans_t *s, uint64_t lo, uint64_t hi) {
+	size_t a = 0, b = s->n;              /* the last span starting <= lo */
+	while (b - a > 1) {
+		size_t mid = a + (b - a) / 2;
+		if (s->v[mid].lo <= lo)
+			a = mid;
+		else
+			b = mid;
+	}
+	return s->n > 0 && s->v[a].lo <= lo && hi <= s->v[a].hi;
+}
+
+/* pid's /proc/PID/maps, line by line (a line is whole, however long its
+ * path): where its stats page is mapped, the memfd's line, and with spans
+ * all its mappings. 1 found, 0 not there, -1 (errno set) the maps could
+ * not be read, or (j's why set) the job is late or out of memory. */
+static int read_maps(long pid, job_t *j, unsigned long *start,
+    unsigned long *end, spans_t *spans) {
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%ld/maps", pid);
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return -1;
 	int found = 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, "/memfd:" HP_STATS_NAME " ") != NULL &&
-		    sscanf(line, "%lx-%lx", start, end) == 2;
+	bool ok = true;
+	char *line = NULL;
+	size_t cap = 0;
+	while ((spans || !found) && getline(&line, &cap, f) > 0) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || lo >= hi)
+			continue;
+		if (!found && strstr(line, "/memfd:" HP_STATS_NAME " ")) {
+			*start = lo;
+			*end = hi;
+			found = 1;
+		}
+		if (spans && (late(j) || !(ok = span_add(spans, lo, hi))))
+			break;
+	}
 	int err = errno;
 	bool bad = ferror(f);
+	free(line);
 	fclose(f);
+	if (!ok)
+		skip(j, "out of memory for its maps");
 	errno = err;
-	return bad ? -1 : found;
+	return bad ? -1 : !ok || (j && j->late) ? -1 : found;
+}
+
+static int find_page(long pid, unsigned long *start, unsigned long *end) {
+	return read_maps(pid, NULL, start, end, NULL);
+}
+
+/* Why [lo, hi) is not whole pages of align, in the user address space;
+ * NULL if it is. */
+static const char *bad_range(uint64_t lo, uint64_t hi, uint64_t align) {
+	if ((lo | hi) & (align - 1))
+		return align == HP_PAGE ? "not whole 4 KiB pages" :
+		    "not whole 2 MiB pages";
+	if (lo >= hi)
+		return "empty";
+	if (hi > USER_TOP)
+		return "outside the user address space";
+	return NULL;
+}
+
+static bool overlap(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+	return a < d && c < b;
+}
+
+/* Whether the ranges of the page st, read from process pid, are what the
+ * library writes (see above); maps are the process's mappings, read after
+ * the page. */
+static bool page_valid(job_t *j, const hp_stats_t *st, const spans_t *maps) {
+	typedef unsigned long long ull;
+	const char *e;
+	uint64_t rb = st->region_base, rs = st->region_size;
+	uint64_t lb = st->ll_base, ls = st->ll_size;
+	if (st->small_nranges > HP_STATS_RANGES)
+		return skip(j, "%u ranges, more than a page holds (%d)",
+		    st->small_nranges, HP_STATS_RANGES);
+	if (rs != 0 && (e = rs > USER_TOP || rb > USER_TOP - rs ?
+	    "outside the user address space" : bad_range(rb, rb + rs, HP_HUGE)))
+		return skip(j, "the huge class's range %#llx+%#llx is %s",
+		    (ull)rb, (ull)rs, e);
+	if (ls != 0 && (e = ls > USER_TOP || lb > USER_TOP - ls ?
+	    "outside the user address space" : bad_range(lb, lb + ls, HP_HUGE)))
+		return skip(j, "the long-lived class's range %#llx+%#llx is %s",
+		    (ull)lb, (ull)ls, e);
+	if (rs != 0 && ls != 0 && overlap(rb, rb + rs, lb, lb + ls))
+		return skip(j, "the huge and long-lived classes' ranges overlap");
+	uint64_t total = 0, prev = 0;
+	for (unsigned i = 0; i < st->small_nranges; i++) {
+		uint64_t lo = st->small_ranges[i][0], hi = st->small_ranges[i][1];
+		if ((e = bad_range(lo, hi, HP_PAGE)) != NULL)
+			return skip(j, "range %u (%#llx-%#llx) is %s", i, (ull)lo,
+			    (ull)hi, e);
+		if (lo < prev)
+			return skip(j, "range %u (%#llx-%#llx) overlaps or comes "
+			    "before range %u", i, (ull)lo, (ull)hi, i - 1);
+		if ((rs && overlap(lo, hi, rb, rb + rs)) ||
+		    (ls && overlap(lo, hi, lb, lb + ls)))
+			return skip(j, "range %u (%#llx-%#llx) overlaps a class's "
+			    "range", i, (ull)lo, (ull)hi);
+		if (!spans_hold(maps, lo, hi))
+			return skip(j, "range %u (%#llx-%#llx) is not mapped in the "
+			    "process", i, (ull)lo, (ull)hi);
+		total += hi - lo;
+		prev = hi;
+	}
+	if (total > SCAN_MAX)
+		return skip(j, "its ranges cover %llu GiB, more than the %llu GiB "
+		    "stat reads", (ull)(total >> 30), (ull)(SCAN_MAX >> 30));
+	return true;
 }
 
 /* Opens what reads pid's page: /proc/PID/mem at *off, or where the kernel
@@ -115,12 +293,16 @@ static bool load(int fd, off_t off, long pid, hp_stats_t *st) {
 }
 
 /* Present pages of [lo, hi) in process pid, from its pagemap (bit 63 of
- * each page's word); false if unreadable. */
-static bool pagemap_present(int fd, uint64_t lo, uint64_t hi,
+ * each page's word); false if unreadable or late. [lo, hi) is whole pages
+ * (page_valid), so each pass takes at least one. */
+static bool pagemap_present(job_t *j, int fd, uint64_t lo, uint64_t hi,
     uint64_t *bytes) {
 	static uint64_t words[8192];
 	for (uint64_t a = lo; a < hi;) {
-		size_t n = (hi - a) / 4096 < 8192 ? (hi - a) / 4096 : 8192;
+		uint64_t pages = (hi - a) / 4096;
+		size_t n = pages < 8192 ? (size_t)pages : 8192;
+		if (n == 0 || late(j))
+			return false;
 		ssize_t got = pread(fd, words, n * 8, (off_t)(a / 4096 * 8));
 		if (got != (ssize_t)(n * 8))
 			return false;
@@ -135,7 +317,7 @@ static bool pagemap_present(int fd, uint64_t lo, uint64_t hi,
  * of its mappings inside the huge class's range; from its pagemap, the
  * resident bytes of jemalloc's own mappings (the small class's), whose
  * vmas the kernel may have merged with the program's. */
-static bool smaps_ranges(long pid, const hp_stats_t *st,
+static bool smaps_ranges(job_t *j, long pid, const hp_stats_t *st,
     hp_stats_meta_t *m) {
 	char path[64], line[512];
 	snprintf(path, sizeof path, "/proc/%ld/smaps", pid);
@@ -146,9 +328,7 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 	uint64_t ll = st->ll_base, ll_size = st->ll_size;
 	uint64_t base = st->region_base, size = st->region_size;
 	uint64_t rss = 0, thp = 0;             /* of the area being read */
-	unsigned nr = st->small_nranges < HP_STATS_RANGES ? st->small_nranges :
-	    HP_STATS_RANGES;
-	while (fgets(line, sizeof line, f) != NULL) {
+	while (!late(j) && fgets(line, sizeof line, f) != NULL) {
 		unsigned long lo, hi, kb;
 		char key[64];
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') <
@@ -203,9 +383,9 @@ static bool smaps_ranges(long pid, const hp_stats_t *st,
 	fclose(f);
 	snprintf(path, sizeof path, "/proc/%ld/pagemap", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool ok = fd >= 0 && st->small_nranges <= HP_STATS_RANGES;
-	for (unsigned i = 0; ok && i < nr; i++)
-		ok = pagemap_present(fd, st->small_ranges[i][0],
+	bool ok = fd >= 0 && !j->late;
+	for (unsigned i = 0; ok && i < st->small_nranges; i++)
+		ok = pagemap_present(j, fd, st->small_ranges[i][0],
 		    st->small_ranges[i][1], &m->smaps_small_resident);
 	if (fd >= 0)
 		close(fd);
@@ -273,21 +453,36 @@ static int write_out(const buf_t *b, const char *file) {
 }
 
 /* One process's counters: 1 read; 0 no counters; -1 cannot read (errno
- * set); -2 no such process. */
-static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m) {
+ * set); -2 no such process; -3 skipped (its page is not what the library
+ * writes, or reading it took too long), j's why says why. */
+static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m,
+    job_t *j) {
+	*j = (job_t){.pid = pid, .deadline = mono() + PROC_SECONDS};
 	unsigned long start = 0, end = 0;
 	int found = find_page(pid, &start, &end), fd = -1;
+	if (found == 1 && end - start < sizeof *st)
+		return skip(j, "its page is mapped in %lu bytes, fewer than a "
+		    "page's %zu", end - start, sizeof *st), -3;
 	off_t off = 0;
 	bool got = found == 1 && (fd = open_page(pid, start, end, &off)) >= 0 &&
 	    load(fd, off, pid, st);
 	int err = errno;
 	if (fd >= 0)
 		close(fd);
-	if (!got && !running(pid))
+	/* Its mappings as they are now, after the page was read. */
+	spans_t maps = {0};
+	bool valid = got && read_maps(pid, j, &start, &end, &maps) >= 0 &&
+	    page_valid(j, st, &maps);
+	if (got && !valid)
+		err = errno;
+	free(maps.v);
+	if (j->why[0] != '\0')
+		return -3;
+	if (!valid && !running(pid))
 		return -2;
-	if (!got) {
+	if (!valid) {
 		errno = err;
-		return found < 0 || (found == 1 && fd < 0) ? -1 : 0;
+		return found < 0 || (found == 1 && (fd < 0 || got)) ? -1 : 0;
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -295,8 +490,13 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m) {
 	m->alive = true;
 	m->age_s = (double)now.tv_sec + now.tv_nsec / 1e9 -
 	    (double)st->updated_ns / 1e9;
-	m->smaps = smaps_ranges(pid, st, m);
-	return 1;
+	m->smaps = smaps_ranges(j, pid, st, m);
+	return j->late ? -3 : 1;
+}
+
+/* A process skipped: one line, with the reason. */
+static void skipped(const job_t *j) {
+	fprintf(stderr, "hugepreload stat: %ld: skipped: %s\n", j->pid, j->why);
 }
 
 static void cannot_read(long pid, int err) {
@@ -427,7 +627,10 @@ static int stat_all(hp_format_t fmt, const char *file) {
 	for (size_t i = 0; i < n; i++) {
 		hp_stats_t st;
 		hp_stats_meta_t m;
-		int r = read_proc(pids[i], &st, &m);
+		job_t j;
+		int r = read_proc(pids[i], &st, &m, &j);
+		if (r == -3)
+			skipped(&j);
 		if (r == -1 && (errno == EACCES || errno == EPERM))
 			refused++;
 		if (r != 1)
@@ -516,7 +719,12 @@ int hp_cli_stat(int argc, char **argv) {
 	for (int frames = 0;; frames++) {
 		hp_stats_t st;
 		hp_stats_meta_t m;
-		int r = read_proc(pid, &st, &m);
+		job_t j;
+		int r = read_proc(pid, &st, &m, &j);
+		if (r == -3) {
+			skipped(&j);
+			return 1;
+		}
 		if (r == -2) {
 			if (frames > 0) {
 				printf("hugepreload: pid %ld has exited\n", pid);
