@@ -392,10 +392,19 @@ static bool smaps_ranges(job_t *j, long pid, const hp_stats_t *st,
 	return ok;
 }
 
+/* Whether pid runs: there, and not a zombie (ended, its memory gone, not
+ * yet reaped): the state after the name in /proc/PID/stat. */
 static bool running(long pid) {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%ld", pid);
-	return access(path, F_OK) == 0;
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p == NULL || p[1] != ' ' || (p[2] != 'Z' && p[2] != 'X');
 }
 
 /* Output collected in memory: written to stdout, or to -o FILE whole. */
@@ -469,11 +478,12 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m,
 	int err = errno;
 	if (fd >= 0)
 		close(fd);
-	/* Its mappings as they are now, after the page was read. */
+	/* Its mappings as they are now, after the page was read; the page
+	 * still among them (else the process is ending, or dropped it). */
 	spans_t maps = {0};
-	bool valid = got && read_maps(pid, j, &start, &end, &maps) >= 0 &&
-	    page_valid(j, st, &maps);
-	if (got && !valid)
+	int again = got ? read_maps(pid, j, &start, &end, &maps) : 0;
+	bool valid = again == 1 && page_valid(j, st, &maps);
+	if (again < 0)
 		err = errno;
 	free(maps.v);
 	if (j->why[0] != '\0')
@@ -482,7 +492,7 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m,
 		return -2;
 	if (!valid) {
 		errno = err;
-		return found < 0 || (found == 1 && (fd < 0 || got)) ? -1 : 0;
+		return found < 0 || (found == 1 && fd < 0) || again < 0 ? -1 : 0;
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
