@@ -9,10 +9,11 @@
  *   unmapped   one range of whole pages where nothing is mapped
  *   count      small_nranges 1000 (a page holds 128)
  *   region     the huge class's range not on 2 MiB pages
- *   big        one range over a 2 TiB PROT_NONE mapping of its own
+ *   big [GIB]  one range over a 2 TiB (GIB GiB) PROT_NONE mapping of its own
  *   valid      one range over a 4 MiB mapping of its own: a page stat reads */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -84,7 +85,7 @@ int main(int argc, char **argv) {
 		st->region_base = a + 4096;
 		st->region_size = 4 << 20;
 	} else if (strcmp(kind, "big") == 0) {
-		size_t size = (size_t)2 << 40;
+		size_t size = (argc > 2 ? (size_t)atol(argv[2]) : 2048) << 30;
 		st->small_nranges = 1;
 		r[0][0] = own(size);
 		r[0][1] = r[0][0] + size;
