@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "escape.h"
 #include "stats_print.h"
 
 /* Where pid's stats page is mapped: the memfd's line in /proc/PID/maps.
@@ -273,7 +274,7 @@ static int write_out(const buf_t *b, const char *file) {
 }
 
 /* One process's counters: 1 read; 0 no counters; -1 cannot read (errno
- * set); -2 no such process. */
+ * set); -2 no such process; -3 a page refused (said in one line). */
 static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m) {
 	unsigned long start = 0, end = 0;
 	int found = find_page(pid, &start, &end), fd = -1;
@@ -288,6 +289,12 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m) {
 	if (!got) {
 		errno = err;
 		return found < 0 || (found == 1 && fd < 0) ? -1 : 0;
+	}
+	char why[64];
+	if (!hp_stats_names_ok(st, why, sizeof why)) {
+		fprintf(stderr, "hugepreload: process %ld: its counters' page is "
+		    "not the library's (%s); not shown\n", pid, why);
+		return -3;
 	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -306,14 +313,18 @@ static void cannot_read(long pid, int err) {
 	    "can read it");
 }
 
-/* The program's name, from /proc/PID/comm. */
+/* The program's name, from /proc/PID/comm (the program sets it, to any
+ * bytes), escaped for a terminal. */
 static void comm(long pid, char *out, size_t n) {
-	char path[64];
+	char path[64], name[64];
 	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
 	FILE *f = fopen(path, "re");
-	if (f == NULL || fgets(out, (int)n, f) == NULL)
-		snprintf(out, n, "?");
-	out[strcspn(out, "\n")] = '\0';
+	size_t len = f ? fread(name, 1, sizeof name, f) : 0;
+	if (len > 0 && name[len - 1] == '\n')   /* the kernel's own */
+		len--;
+	if (len == 0)
+		len = (size_t)snprintf(name, sizeof name, "?");
+	hp_escape(HP_ESC_TEXT, name, len, out, n, NULL);
 	if (f)
 		fclose(f);
 }
@@ -442,7 +453,7 @@ static int stat_all(hp_format_t fmt, const char *file) {
 				fb += x->fallback_pool_empty + x->fallback_thp_off +
 				    x->fallback_mmap_failed;
 			}
-			char name[32];
+			char name[64];
 			comm(pids[i], name, sizeof name);
 			double mib = 1 << 20;
 			hp_outf(put, &out, "%8ld %-16s %12.1f %14.1f %12.1f %13.1f %10llu\n",
@@ -529,6 +540,8 @@ int hp_cli_stat(int argc, char **argv) {
 			cannot_read(pid, errno);
 			return 1;
 		}
+		if (r == -3)
+			return 1;
 		if (r == 0) {
 			fprintf(stderr, "hugepreload: process %ld has no counters "
 			    "(not running under hugepreload, not using it yet, or "
