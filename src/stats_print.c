@@ -208,6 +208,8 @@ static void escaped(sink_t *s, hp_esc_t how, const char *str) {
 	while (len > 0) {
 		char buf[256];
 		size_t n, took = hp_escape(how, str, len, buf, sizeof buf, &n);
+		if (took == 0)           /* cannot be: a character's escape */
+			break;           /* is at most 10 bytes */
 		s->out(s->ctx, buf, n);
 		str += took;
 		len -= took;

@@ -8,7 +8,7 @@
  *            that are not UTF-8, a C1 control, DEL, quotes, backslashes,
  *            CR, tab and newlines that spell a forged sample; an arena
  *            name with an escape in it; two arenas
- *   dups     the same policy, four arenas all named "small" */
+ *   dups     a plain policy, four arenas all named "small" */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -67,7 +67,11 @@ int main(int argc, char **argv) {
 	st->small_kernel = 1;
 	st->small_ranges[0][0] = (uintptr_t)range;
 	st->small_ranges[0][1] = (uintptr_t)range + HP_HUGE;
-	memcpy(st->policy, hostile, sizeof hostile);
+	/* The duplicates with a plain policy: the names alone at fault. */
+	if (dups)
+		strcpy(st->policy, "large_threshold:1048576,backing:auto");
+	else
+		memcpy(st->policy, hostile, sizeof hostile);
 	if (dups) {
 		st->narenas = 4;
 		for (int a = 0; a < 4; a++)
