@@ -80,19 +80,21 @@ $(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/exports.ma
 
 # The command: the wrapper, stat, doctor, enable and disable.
 TOOL_SRCS := tools/hugepreload.c tools/stat.c tools/doctor.c tools/unit.c
-$(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+$(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o \
+    $(BUILD)/obj/escape.o
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
 		-DHP_LIB_FROM_BIN='"../lib/$(MULTIARCH)/hugepreload"' \
 		-DHP_BUILD_DIR='"$(abspath $(BUILD))"' \
 		-DHP_SRC_DIR='"$(abspath .)"' -o $@ $(TOOL_SRCS) \
-		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o $(BUILD)/obj/escape.o
 
 # The reference of every key and counter (tools/gendoc.c): the man page
 # hugepreload(7), and docs/reference.md, which make test checks is its
 # output ("make reference" writes it).
-$(BUILD)/gendoc: tools/gendoc.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+$(BUILD)/gendoc: tools/gendoc.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o \
+    $(BUILD)/obj/escape.o
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< \
-		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o
+		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o $(BUILD)/obj/escape.o
 $(BUILD)/hugepreload.7: $(BUILD)/gendoc
 	$< man > $@
 $(BUILD)/reference.md: $(BUILD)/gendoc
@@ -111,12 +113,12 @@ TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
 	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth progmap \
-	craftpage
+	craftpage fakepage
 TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
 	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi \
-	$(BUILD)/pymap.py
+	$(BUILD)/pymap.py $(BUILD)/cleancheck.py
 
 $(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
@@ -148,13 +150,15 @@ $(BUILD)/bigdict.py: test/progs/bigdict.py
 	cp $< $@
 $(BUILD)/promcheck.py: test/progs/promcheck.py
 	cp $< $@
+$(BUILD)/cleancheck.py: test/progs/cleancheck.py
+	cp $< $@
 $(BUILD)/gcc-input.c: test/progs/threads.c
 	cp $< $@
 $(BUILD)/pymap.py: test/progs/pymap.py
 	cp $< $@
 
 UNIT_OBJS := $(patsubst %,$(DEBUG)/obj/%.o,conf region backing os lock log \
-	jemath ranges)
+	jemath ranges escape)
 $(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
 	$(CC) $(TCFLAGS) -DHP_DEBUG -o $@ test/unit/*.c $(UNIT_OBJS) \
 		-lcriterion -lpthread -lm

@@ -1,7 +1,10 @@
 /* One-line messages on stderr, "hugepreload: NAME[PID]: ...", so that
  * each line of a service tree says which process it is from. Formats into
  * a stack buffer and write(2)s it, so it is safe while the allocator
- * itself is starting up. */
+ * itself is starting up. A message is one line whatever it quotes (a
+ * HUGEPRELOAD_CONF value, a path, the program's name): control
+ * characters and bytes that are not UTF-8 are written as \xNN, a
+ * backslash doubled (escape.h), so nothing can forge a second line. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,25 +12,28 @@
 #include <errno.h>
 #include <unistd.h>
 #include "internal.h"
+#include "escape.h"
 
 static void vlog(const char *fmt, va_list ap) {
-	char line[512];
+	char msg[512], line[1024];
 	/* glibc sets the name from argv[0] before any constructor runs. */
-	int n = snprintf(line, sizeof line, "hugepreload: %.64s[%d]: ",
+	int n = snprintf(msg, sizeof msg, "hugepreload: %.64s[%d]: ",
 	    program_invocation_short_name, (int)getpid());
-	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	int m = vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
 	if (m < 0)
 		return;
 	n += m;
-	if (n > (int)sizeof line - 2)
-		n = (int)sizeof line - 2;
-	line[n++] = '\n';
-	for (const char *p = line; n > 0;) {
-		ssize_t w = hp_os_write(STDERR_FILENO, p, (size_t)n);
+	if (n > (int)sizeof msg - 1)
+		n = (int)sizeof msg - 1;
+	size_t len;
+	hp_escape(HP_ESC_TEXT, msg, (size_t)n, line, sizeof line - 1, &len);
+	line[len++] = '\n';
+	for (const char *p = line; len > 0;) {
+		ssize_t w = hp_os_write(STDERR_FILENO, p, len);
 		if (w <= 0)
 			break;
 		p += w;
-		n -= (int)w;
+		len -= (size_t)w;
 	}
 }
 

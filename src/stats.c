@@ -176,8 +176,6 @@ static uint64_t limit_of(const hp_arena_stats_t *huge) {
 static void collect(hp_stats_t *st) {
 	memset(st->arena, 0, sizeof st->arena);
 	st->narenas = 2;
-	strcpy(st->name[0], "small");
-	strcpy(st->name[1], "huge0");
 	hp_arena_stats_t *small = &st->arena[0], *huge = &st->arena[1], all = {0};
 	uint64_t epoch = 1;
 	size_t sz = sizeof epoch;
@@ -234,7 +232,6 @@ static void collect(hp_stats_t *st) {
 	st->region_size = hp_region.size;
 	/* The long-lived class, once it is in use. */
 	if (hp_ll_scan(&st->arena[2])) {
-		strcpy(st->name[2], "long_lived");
 		st->narenas = 3;
 		st->ll_base = hp_ll_base;
 		st->ll_size = hp_ll_size;
@@ -248,6 +245,7 @@ static void collect(hp_stats_t *st) {
 	memcpy(&st->descriptors, (const void *)&hp_edata_counts,
 	    sizeof st->descriptors);
 	memcpy(&st->mmap, (const void *)&hp_mmap_counts, sizeof st->mmap);
+	hp_stats_name_arenas(st);            /* by slot: no name twice */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	st->updated_ns = (uint64_t)ts.tv_sec * 1000000000ull +
@@ -257,6 +255,10 @@ static void collect(hp_stats_t *st) {
 static void publish(void) {
 	if (shm == NULL || shm_pid != getpid())
 		return;
+#ifdef HP_DEBUG
+	char why[64];
+	hp_assert(hp_stats_names_ok(&local, why, sizeof why));
+#endif
 	__atomic_fetch_add(&shm->seq, 1, __ATOMIC_RELAXED);     /* odd */
 	__atomic_thread_fence(__ATOMIC_RELEASE);   /* before the data below */
 	shm->narenas = local.narenas;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include "escape.h"
 #include "stats_print.h"
 
 typedef struct {
@@ -199,16 +200,20 @@ static void put(sink_t *s, const char *fmt, ...) {
 	va_end(ap);
 }
 
-/* The policy string, escaped for a JSON string or a Prometheus label. */
-static void escaped(sink_t *s, const char *str) {
-	char buf[600];
-	size_t n = 0;
-	for (; *str && n < sizeof buf - 2; str++) {
-		if (*str == '"' || *str == '\\')
-			buf[n++] = '\\';
-		buf[n++] = (unsigned char)*str < 0x20 ? ' ' : *str;
+/* A string of the page (the policy), escaped for the format (escape.h):
+ * the page is any process's, and its bytes must not reach a terminal, a
+ * JSON document or a label as they are. */
+static void escaped(sink_t *s, hp_esc_t how, const char *str) {
+	size_t len = strlen(str);
+	while (len > 0) {
+		char buf[256];
+		size_t n, took = hp_escape(how, str, len, buf, sizeof buf, &n);
+		if (took == 0)           /* cannot be: a character's escape */
+			break;           /* is at most 10 bytes */
+		s->out(s->ctx, buf, n);
+		str += took;
+		len -= took;
 	}
-	s->out(s->ctx, buf, n);
 }
 
 /* The huge class's resident bytes in its own range (less its metadata,
@@ -224,7 +229,9 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	put(s, "hugepreload stats: pid %" PRId64 "%s, refreshed %.1f s %s\n",
 	    st->pid, m->alive ? "" : " (not running)", m->age_s,
 	    m->alive ? "ago" : "before it ended");
-	put(s, "policy %s\n", st->policy);
+	put(s, "policy ");
+	escaped(s, HP_ESC_TEXT, st->policy);
+	put(s, "\n");
 	put(s, "%-28s", "");
 	for (uint32_t a = 0; a < st->narenas; a++)
 		put(s, "%16s", st->name[a]);
@@ -275,7 +282,7 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	    PRIu64 ", \"strand_limit_bytes\": %" PRIu64 ", \"policy\": \"",
 	    st->pid, m->alive ? "true" : "false", st->updated_ns,
 	    st->strand_limit_bytes);
-	escaped(s, st->policy);
+	escaped(s, HP_ESC_JSON, st->policy);
 	put(s, "\", \"arenas\": {");
 	for (uint32_t a = 0; a < st->narenas; a++) {
 		put(s, "%s\"%s\": {", a ? ", " : "", st->name[a]);
@@ -316,7 +323,7 @@ static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 	put(s, "# HELP hugepreload_info The process and its policy.\n"
 	    "# TYPE hugepreload_info gauge\nhugepreload_info{pid=\"%" PRId64
 	    "\",policy=\"", st->pid);
-	escaped(s, st->policy);
+	escaped(s, HP_ESC_PROM, st->policy);
 	put(s, "\"} 1\n");
 	put(s, "# HELP hugepreload_refresh_timestamp_seconds When the counters "
 	    "were last refreshed.\n# TYPE hugepreload_refresh_timestamp_seconds "
@@ -431,4 +438,38 @@ bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out) {
 		    out->narenas <= HP_STATS_ARENAS;
 	}
 	return false;
+}
+
+/* The arenas' names by their slot in the page: the small class, the huge
+ * class, the long-lived class. The library names its arenas from here
+ * (stats.c) and nowhere else, so no two slots of a page it writes share a
+ * name. */
+static const char *const arena_names[] = {"small", "huge0", "long_lived"};
+#define NNAMES (sizeof arena_names / sizeof *arena_names)
+_Static_assert(NNAMES <= HP_STATS_ARENAS, "a name for each slot of the page");
+
+void hp_stats_name_arenas(hp_stats_t *st) {
+	memset(st->name, 0, sizeof st->name);
+	for (unsigned a = 0; a < st->narenas && a < NNAMES; a++)
+		snprintf(st->name[a], sizeof st->name[a], "%s", arena_names[a]);
+}
+
+/* Whether every arena of a copied page has a name, none twice (as
+ * hp_stats_copy left them). A page the library did not write may have
+ * two alike: as JSON keys and Prometheus labels they would make one
+ * series twice, which makes Prometheus refuse the whole textfile. If
+ * not, why in why. */
+bool hp_stats_names_ok(const hp_stats_t *st, char *why, size_t n) {
+	for (unsigned a = 0; a < st->narenas && a < HP_STATS_ARENAS; a++) {
+		if (st->name[a][0] == '\0') {
+			snprintf(why, n, "arena %u has no name", a);
+			return false;
+		}
+		for (unsigned b = 0; b < a; b++)
+			if (strcmp(st->name[a], st->name[b]) == 0) {
+				snprintf(why, n, "two arenas are named '%s'", st->name[a]);
+				return false;
+			}
+	}
+	return true;
 }

@@ -31,6 +31,11 @@ typedef struct {
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
     hp_format_t f, hp_out_t out, void *ctx);
 bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out);
+/* The arenas of st, narenas of them, named by their slot (the writer). */
+void hp_stats_name_arenas(hp_stats_t *st);
+/* Every arena of a copied page named, no name twice (the reader); if
+ * not, why (n bytes). */
+bool hp_stats_names_ok(const hp_stats_t *st, char *why, size_t n);
 
 #pragma GCC visibility pop
 

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "escape.h"
 #include "stats_print.h"
 
 /*
@@ -494,6 +495,10 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m,
 		errno = err;
 		return found < 0 || (found == 1 && fd < 0) || again < 0 ? -1 : 0;
 	}
+	char why[64];
+	if (!hp_stats_names_ok(st, why, sizeof why))
+		return skip(j, "its counters' page is not the library's (%s)",
+		    why), -3;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	memset(m, 0, sizeof *m);
@@ -506,7 +511,7 @@ static int read_proc(long pid, hp_stats_t *st, hp_stats_meta_t *m,
 
 /* A process skipped: one line, with the reason. */
 static void skipped(const job_t *j) {
-	fprintf(stderr, "hugepreload stat: %ld: skipped: %s\n", j->pid, j->why);
+	fprintf(stderr, "hugepreload: process %ld: skipped: %s\n", j->pid, j->why);
 }
 
 static void cannot_read(long pid, int err) {
@@ -516,14 +521,18 @@ static void cannot_read(long pid, int err) {
 	    "can read it");
 }
 
-/* The program's name, from /proc/PID/comm. */
+/* The program's name, from /proc/PID/comm (the program sets it, to any
+ * bytes), escaped for a terminal. */
 static void comm(long pid, char *out, size_t n) {
-	char path[64];
+	char path[64], name[64];
 	snprintf(path, sizeof path, "/proc/%ld/comm", pid);
 	FILE *f = fopen(path, "re");
-	if (f == NULL || fgets(out, (int)n, f) == NULL)
-		snprintf(out, n, "?");
-	out[strcspn(out, "\n")] = '\0';
+	size_t len = f ? fread(name, 1, sizeof name, f) : 0;
+	if (len > 0 && name[len - 1] == '\n')   /* the kernel's own */
+		len--;
+	if (len == 0)
+		len = (size_t)snprintf(name, sizeof name, "?");
+	hp_escape(HP_ESC_TEXT, name, len, out, n, NULL);
 	if (f)
 		fclose(f);
 }
@@ -655,7 +664,7 @@ static int stat_all(hp_format_t fmt, const char *file) {
 				fb += x->fallback_pool_empty + x->fallback_thp_off +
 				    x->fallback_mmap_failed;
 			}
-			char name[32];
+			char name[64];
 			comm(pids[i], name, sizeof name);
 			double mib = 1 << 20;
 			hp_outf(put, &out, "%8ld %-16s %12.1f %14.1f %12.1f %13.1f %10llu\n",

@@ -322,3 +322,39 @@ Test(conf, ignored_in_secure_execution) {
 	cr_assert(strstr(r.out, "large_threshold:2097152"), "%s", r.out);
 	hp_run_free(&r);
 }
+
+/* Output injection (issue 30, defect 6): a HUGEPRELOAD_CONF value and a
+ * key with terminal escapes, CR, DEL, a byte that is not UTF-8 and a
+ * newline that would start a forged "hugepreload:" line, run by a program
+ * whose name has a newline too: each warning is one line, its bytes as
+ * \xNN (a backslash doubled), stderr nothing else. */
+Test(conf, output_injection_one_line) {
+	char dir[] = "/tmp/hp-inject-XXXXXX", prog[96];
+	cr_assert(mkdtemp(dir));
+	snprintf(prog, sizeof prog, "%s/pol\nhugepreload: x", dir);
+	cr_assert_eq(symlink(hp_path("policy"), prog), 0);
+	const char *env[] = {"HUGEPRELOAD_CONF=backing:\x1b[2J\nhugepreload: "
+	    "policy[1]: forged\r,x\x7f\n\xff\\:1", NULL};
+	const char *argv[] = {prog, "1", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	unlink(prog);
+	rmdir(dir);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	int lines = 0;
+	for (size_t i = 0; i < r.err_len; i++) {
+		unsigned char c = (unsigned char)r.err[i];
+		lines += c == '\n';
+		cr_assert((c >= 0x20 && c < 0x7f) || c == '\n', "byte 0x%02x at "
+		    "%zu of:\n%s", c, i, r.err);
+	}
+	cr_assert_eq(lines, 2, "%s", r.err);
+	cr_assert_eq(hp_err_lines(&r), 2, "%s", r.err);
+	cr_assert(strstr(r.err, "hugepreload: pol\\x0ahugepreload: x["), "%s",
+	    r.err);
+	cr_assert(strstr(r.err, "]: bad value '\\x1b[2J\\x0ahugepreload: "
+	    "policy[1]: forged\\x0d' for backing in HUGEPRELOAD_CONF;"), "%s",
+	    r.err);
+	cr_assert(strstr(r.err, "]: unknown key 'x\\x7f\\x0a\\xff\\\\' in "
+	    "HUGEPRELOAD_CONF; ignored\n"), "%s", r.err);
+	hp_run_free(&r);
+}

@@ -27,7 +27,7 @@ static void crafted(const char *kind, bool valid, const char *why) {
 	    "echo one_lines=$(wc -l < $T/one.err) "
 	    "one_out=$(grep -c \"^hugepreload stats: pid $bad\" $T/one); "
 	    "echo all_bad_lines=$(grep -c \"\\b$bad\\b\" $T/all.err) "
-	    "all_skip=$(grep -c \"^hugepreload stat: $bad: skipped: \" "
+	    "all_skip=$(grep -c \"^hugepreload: process $bad: skipped: \" "
 	    "$T/all.err) all_bad_row=$(grep -c \"^ *$bad \" $T/all) "
 	    "all_good_row=$(grep -c \"^ *$good \" $T/all); "
 	    "echo prom_bad_lines=$(grep -c \"\\b$bad\\b\" $T/p.err) "

@@ -390,3 +390,110 @@ Test(stats, stats_file_per_process) {
 	cr_assert_eq(hp_kv(&r, "own"), hp_kv(&r, "files"), "%s", r.out);
 	hp_run_free(&r);
 }
+
+/* Output injection (issue 30, defect 6): runs a real process under the
+ * library (real) and fakepage MODE without it (fake), then body; every
+ * string of want must be in what it prints, and the real process's
+ * Prometheus series (real_series=) be there. */
+static void injection(const char *mode, const char *body,
+    const char *const *want, size_t n) {
+	char script[8192];
+	snprintf(script, sizeof script, "start $HP -- ${B}sleeper; real=$pid; "
+	    "start ${B}fakepage %s; fake=$pid; "
+	    "until_ok $HP stat $real >/dev/null 2>&1; %s; "
+	    "echo real_series=$(grep -c \"pid=\\\"$real\\\"\" "
+	    "$T/all.prometheus); kill $real $fake; wait", mode, body);
+	hp_run_t r = hp_script(script, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	for (size_t i = 0; i < n; i++)
+		cr_assert(strstr(r.out, want[i]), "no '%s' in:\n%s%s", want[i],
+		    r.out, r.err);
+	cr_assert_geq(hp_kv(&r, "real_series"), 10, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* Output injection (issue 30, defect 6): a counters page the library did
+ * not write (fakepage, run without it: any local user can map one), its
+ * policy string terminal escapes (CSI, OSC, BEL), bytes that are not
+ * UTF-8, a C1 control, DEL, quotes, backslashes, CR, tab and newlines
+ * that spell a forged sample and a forged line. stat PID and stat --all,
+ * in each format, print none of it raw: the text is UTF-8 without control
+ * characters (cleancheck.py), the JSON parses and carries the string
+ * (\u00XX, U+FFFD for each byte that is not UTF-8), the Prometheus text is
+ * valid (promcheck.py, which also refuses control characters and bytes
+ * that are not UTF-8); the policy is one line, its bytes as \xNN; a real
+ * process beside it is still reported. */
+Test(stats, output_injection_hostile_strings) {
+	static const char *const want[] = {"one.text=0\n", "all.text=0\n",
+	    "one.json=0\n", "all.json=0\n", "one.prometheus=0\n",
+	    "all.prometheus=0\n", "one.text: clean ", "all.text: clean ",
+	    "one.json: clean ", "all.json: clean ", "one.prometheus: ok ",
+	    "all.prometheus: ok ", "policy_lines=1\n", "listed=2\n",
+	    "json_real=1 json_fake=1\n",
+	    /* The text form: escapes visible, a backslash doubled, UTF-8
+	     * characters as they are, the newlines inside the one line. */
+	    "\npolicy \\x1b[2J\\x1b[H\\x1b]0;owned\\x07 csi:\\x1b[31mred",
+	    " notutf8:\\x80\\xbf\\xc0\\xaf\\xed\\xa0\\x80\\xf4\\x90\\x80\\x80"
+	    "\\xfe\\xff\\xe2\\x82 c1:\\xc2\\x9b31m del:\\x7f quote:\" "
+	    "backslash:\\\\ slashx:\\\\x41 cr:\\x0d tab:\\x09 ok:\xc3\xa9\xe2\x82"
+	    "\xac nl:\\x0a# TYPE hugepreload_forged gauge\\x0ahugepreload_forged"
+	    "{pid=\"1\"} 1\\x0ahugepreload: forged line\\x0a\n",
+	    /* The label: the text form, escaped for the exposition format. */
+	    ",policy=\"\\\\x1b[2J\\\\x1b[H\\\\x1b]0;owned\\\\x07 csi:",
+	    " quote:\\\" backslash:\\\\\\\\ slashx:\\\\\\\\x41 cr:\\\\x0d "};
+	injection("strings",
+	    "for f in text json prometheus; do o=--$f; [ $f = text ] && o=; "
+	    "timeout 120 $HP stat $fake $o > $T/one.$f; echo one.$f=$?; "
+	    "timeout 120 $HP stat --all $o > $T/all.$f; echo all.$f=$?; done; "
+	    "for x in one all; do "
+	    "echo \"$x.text: $(python3 ${B}cleancheck.py < $T/$x.text 2>&1)\"; "
+	    "echo \"$x.json: $(python3 ${B}cleancheck.py --json < $T/$x.json "
+	    "2>&1)\"; echo \"$x.prometheus: $(python3 ${B}promcheck.py "
+	    "< $T/$x.prometheus 2>&1)\"; done; "
+	    "echo policy_lines=$(grep -c '^policy ' $T/one.text); "
+	    "grep '^policy ' $T/one.text; "
+	    "grep '^hugepreload_info{pid=\"'$fake'\"' $T/one.prometheus; "
+	    "echo listed=$(grep -cE \"^ *($real|$fake) \" $T/all.text); "
+	    "python3 -c 'import json, sys; d = {x[\"pid\"]: x[\"policy\"] for x "
+	    "in json.load(open(sys.argv[1]))}; p = d[int(sys.argv[2])]; "
+	    "print(\"json_real=%d json_fake=%d\" % (int(sys.argv[3]) in d, "
+	    "p.startswith(\"\\x1b[2J\\x1b[H\") and \"\\ufffd\" in p and "
+	    "\"c1:\\u009b31m\" in p and \"quote:\\\" backslash:\\\\ \" in p and "
+	    "\"ok:\\u00e9\\u20ac nl:\\n# TYPE\" in p))' $T/all.json $fake $real",
+	    want, sizeof want / sizeof *want);
+}
+
+/* Output injection (issue 30, defect 6): a page of four arenas named
+ * "small" would make every series of the pid four times, and Prometheus
+ * refuse the whole textfile. stat PID refuses the page in one line and
+ * prints nothing; stat --all says so in one line and leaves the pid out
+ * of every format, the real process beside it reported, the textfile
+ * valid (promcheck.py: no series twice). */
+Test(stats, output_injection_duplicate_names) {
+	static const char *const want[] = {"one.text=1 out=0 lines=1 said=1\n",
+	    "one.json=1 out=0 lines=1 said=1\n",
+	    "one.prometheus=1 out=0 lines=1 said=1\n", "all.text=0 said=1\n",
+	    "all.json=0 said=1\n", "all.prometheus=0 said=1\n", "prom: ok ",
+	    "json: clean ", "fake_series=0\n", "listed=1 0\n",
+	    "json_real=1 json_fake=0\n"};
+	injection("dups",
+	    "for f in text json prometheus; do o=--$f; [ $f = text ] && o=; "
+	    "timeout 120 $HP stat $fake $o > $T/one.$f 2> $T/one.$f.err; "
+	    "echo one.$f=$? out=$(wc -c < $T/one.$f) lines=$(wc -l < "
+	    "$T/one.$f.err) said=$(grep -c \"^hugepreload: process $fake: .*"
+	    "two arenas are named 'small'\" $T/one.$f.err); "
+	    "timeout 120 $HP stat --all $o > $T/all.$f 2> $T/all.$f.err; "
+	    "echo all.$f=$? said=$(grep -c \"process $fake:\" $T/all.$f.err); "
+	    "done; "
+	    "echo \"prom: $(python3 ${B}promcheck.py < $T/all.prometheus 2>&1)\"; "
+	    "echo \"json: $(python3 ${B}cleancheck.py --json < $T/all.json "
+	    "2>&1)\"; "
+	    "echo fake_series=$(grep -c \"pid=\\\"$fake\\\"\" $T/all.prometheus); "
+	    "echo listed=$(grep -cE \"^ *$real \" $T/all.text) "
+	    "$(grep -cE \"^ *$fake \" $T/all.text); "
+	    "python3 -c 'import json, sys; p = [x[\"pid\"] for x in "
+	    "json.load(open(sys.argv[1]))]; print(\"json_real=%d json_fake=%d\" "
+	    "% (p.count(int(sys.argv[2])), p.count(int(sys.argv[3]))))' "
+	    "$T/all.json $real $fake",
+	    want, sizeof want / sizeof *want);
+}

@@ -1,7 +1,10 @@
 """Checks Prometheus text exposition format (version 0.0.4) on stdin:
 HELP and TYPE lines before a metric's samples, once each, valid metric and
-label names, escaped label values, numeric values, no series twice. Exit 0 and "ok N samples"
-if it holds, else 1 and the first problem."""
+label names, escaped label values, numeric values, no series twice; the
+whole text UTF-8 (node_exporter refuses a textfile that is not) with no
+control character but the newline (stricter than the format: a label
+value must not carry a terminal escape). Exit 0 and "ok N samples" if it
+holds, else 1 and the first problem."""
 import re
 import sys
 
@@ -10,7 +13,15 @@ LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
 SAMPLE = re.compile(rf"^({NAME})(\{{{LABEL}(?:,{LABEL})*\}})? "
                     r"(-?[0-9.eE+-]+|NaN|[+-]Inf)$")
 typed, helped, samples, series = {}, set(), 0, set()
-for n, line in enumerate(sys.stdin.read().splitlines(), 1):
+data = sys.stdin.buffer.read()
+try:
+    text = data.decode("utf-8")
+except UnicodeDecodeError as e:
+    sys.exit(f"byte {e.start}: not UTF-8: {data[e.start:e.start + 8]!r}")
+for n, line in enumerate(text.split("\n"), 1):
+    bad = [c for c in line if ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f]
+    if bad:
+        sys.exit(f"line {n}: control character U+{ord(bad[0]):04X}: {line!r}")
     if line.startswith("# HELP "):
         name = line.split()[2]
         if not re.fullmatch(NAME, name) or name in helped:
