@@ -54,6 +54,53 @@ Test(malloc_conf, narenas) {
 	under("narenas:64", false);
 }
 
+/* The bytes of place_large's block (keys prefixed k) on huge pages, as
+ * smaps shows its mapping. */
+static double huge_bytes(const hp_run_t *r, const char *k) {
+	char a[64], b[64];
+	snprintf(a, sizeof a, "%svma_anon_huge_kb", k);
+	snprintf(b, sizeof b, "%svma_hugetlb_kb", k);
+	return (hp_kv(r, a) + hp_kv(r, b)) * 1024;
+}
+
+/* Issue 30, defect 7: narenas values that leave no room below jemalloc's
+ * 4,095 arena indices for the library's two arenas (its automatic arenas
+ * and its oversize arena take the lowest): 4093 and up, and -1, which
+ * jemalloc clamps to 4094. The huge class stays on huge pages in the
+ * process and in a fork child, one line says what was lowered, the child
+ * says nothing. (It was "could not create an arena" at every huge-class
+ * allocation, in the child too, the huge class on 4 KiB pages and
+ * lifetime learning off.) */
+Test(malloc_conf, narenas_past_the_arena_indices) {
+	const char *argv[] = {hp_path("place_large"), "64", "fork", NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	if (huge_bytes(&r, "") < 32 << 20)
+		cr_skip_test("no huge pages here now, even without MALLOC_CONF "
+		    "(THP never and no pool?): %.0f bytes", huge_bytes(&r, ""));
+	hp_run_free(&r);
+	const char *values[] = {"4093", "4094", "5000", "-1"};
+	for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+		char env0[64], line[96];
+		snprintf(env0, sizeof env0, "MALLOC_CONF=narenas:%s", values[i]);
+		const char *env[] = {env0, NULL};
+		r = hp_run(argv, env, true, NULL);
+		cr_assert_eq(r.code, 0, "%s: exit %d\n%s", env0, r.code, r.err);
+		cr_assert_eq(hp_kv(&r, "data_ok") + hp_kv(&r, "child_data_ok"), 2);
+		cr_assert_eq(hp_kv(&r, "class"), 2, "%s\n%s", env0, r.err);
+		cr_assert_eq(hp_kv(&r, "child_class"), 2, "%s\n%s", env0, r.err);
+		cr_assert_geq(huge_bytes(&r, ""), 32 << 20, "%s\n%s", env0, r.out);
+		cr_assert_geq(huge_bytes(&r, "child_"), 32 << 20, "%s\n%s", env0,
+		    r.out);
+		snprintf(line, sizeof line, "MALLOC_CONF narenas:%s overridden by "
+		    "narenas:4092 (", values[i]);
+		cr_assert_eq(hp_err_lines(&r), 1, "%s:\n%s", env0, r.err);
+		cr_assert(strstr(r.err, line), "%s:\n%s", env0, r.err);
+		cr_assert_null(strstr(r.err, "<jemalloc>"), "%s", r.err);
+		hp_run_free(&r);
+	}
+}
+
 Test(malloc_conf, percpu_arena) {
 	under("percpu_arena:percpu", false);
 	under("percpu_arena:phycpu", false);
