@@ -76,11 +76,11 @@ static void start(void) {
 	    hp_conf.long_lived == HP_LL_MIMALLOC ? HP_LL_SHARE : 0, &ll,
 	    &ll_size, &zone, &zone_size) && hp_huge_init(&hp_conf);
 	int why = errno;
-	/* The policy (this line, the counters' page, hugepreload_policy)
-	 * says the reservation made: under ulimit -v, say, less. */
-	if (huge)
-		hp_conf.reserve = hp_region.granted;
 	if (huge) {
+		/* The policy (the verbose line, the counters' page,
+		 * hugepreload_policy) says the reservation made: under
+		 * ulimit -v, say, less than asked. */
+		hp_conf.reserve = hp_region.granted;
 		hp_ll_init(&hp_conf, ll, ll_size);
 		hp_lifetime_init(&hp_conf, zone, zone_size);
 	}

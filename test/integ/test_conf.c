@@ -302,7 +302,8 @@ static double reserve_in(const char *s, const char *start) {
  * MADV_NOHUGEPAGE) is a mapping of its own above it. All three said
  * reserve:1099511627776. */
 Test(conf, reserve_under_an_address_space_limit) {
-	const char *confs[] = {"verbose:true,lifetime:off", "verbose:true"};
+	const char *confs[] = {"verbose:true,backing:thp,lifetime:off",
+	    "verbose:true,backing:thp"};
 	for (size_t i = 0; i < 2; i++) {
 		char cmd[512], env0[64];
 		snprintf(cmd, sizeof cmd, "ulimit -v 2097152; LD_PRELOAD=%s exec "
@@ -329,7 +330,8 @@ Test(conf, reserve_under_an_address_space_limit) {
 		hp_run_free(&r);
 	}
 	hp_run_t r = hp_script("ulimit -v 2097152; start $HP -- ${B}sleeper; "
-	    "$HP stat $pid | grep '^policy '; kill $pid; wait", "verbose:true");
+	    "$HP stat $pid | grep '^policy '; kill $pid; wait",
+	    "verbose:true,backing:thp");
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	double made = reserve_in(r.err, "hugepreload: sleeper[");
 	cr_assert(made >= 1 << 30 && made < 1ull << 40, "%s", r.err);
