@@ -129,28 +129,45 @@ int hp_arena_decay(unsigned ind, long dirty_ms) {
  * argument is this struct (its arena_config_t; scripts/embed-jemalloc
  * checks the version). With the metadata on the hooks, every arena would
  * hold a 2 MiB block of it, and the hooks could not tell it from data. */
-unsigned hp_arena_create(extent_hooks_t *hooks) {
+unsigned hp_arena_create(extent_hooks_t *hooks, const char **why) {
 	struct {
 		extent_hooks_t *extent_hooks;
 		bool metadata_use_hooks;
 	} config = {hooks, false};
-	unsigned ind;
+	unsigned ind, n;
 	size_t sz = sizeof ind;
+	/* With every index taken (jeconf.c leaves room, but the program may
+	 * have made arenas of its own), jemalloc 5.3's ctl_arena_init would
+	 * still write its stats pointer one slot past its array of them
+	 * before it fails: not asked. (An arena the program destroyed would
+	 * have been reused; it is not, then.) */
+	if (hp_je_mallctl("arenas.narenas", &n, &sz, NULL, 0) == 0 &&
+	    n >= HP_ARENA_INDICES) {
+		*why = "all of jemalloc's arena indices are taken";
+		return HP_NO_ARENA;
+	}
 	int err = hp_je_mallctl("experimental.arenas_create_ext", &ind, &sz,
 	    &config, sizeof config);
 	if (err != 0) {
-		hp_log("could not create an arena (%s)", hp_strerror(err));
+		*why = hp_strerror(err);
 		return HP_NO_ARENA;
 	}
 	return ind;
 }
 
 /* Made with the first huge-class allocation, so that a process that never
- * uses the huge class has nothing of it. */
+ * uses the huge class has nothing of it. Tried again by each huge-class
+ * allocation while it cannot be made, said once (in a fork child too:
+ * the flag is inherited). */
 static bool create_arena(void) {
-	unsigned ind = hp_arena_create(&huge_hooks);
-	if (ind == HP_NO_ARENA)
+	const char *why;
+	unsigned ind = hp_arena_create(&huge_hooks, &why);
+	if (ind == HP_NO_ARENA) {
+		hp_warn_once(&warned_fallback, "could not create the huge class's "
+		    "arena (%s); huge-class requests fall back to 4 KiB pages "
+		    "(said once)", why);
 		return false;
+	}
 	/* Without eager purge, reused large blocks keep their huge pages. */
 	int err = hp_arena_decay(ind, decay_ms);
 	if (err != 0)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -70,11 +71,16 @@ static void start(void) {
 	uintptr_t zone, ll;
 	size_t zone_size, ll_size;
 	bool lifetime = hp_conf.lifetime != HP_LIFETIME_OFF;
+	size_t asked = hp_conf.reserve;
 	bool huge = hp_region_init(hp_conf.reserve, lifetime, lifetime &&
 	    hp_conf.long_lived == HP_LL_MIMALLOC ? HP_LL_SHARE : 0, &ll,
 	    &ll_size, &zone, &zone_size) && hp_huge_init(&hp_conf);
 	int why = errno;
 	if (huge) {
+		/* The policy (the verbose line, the counters' page,
+		 * hugepreload_policy) says the reservation made: under
+		 * ulimit -v, say, less than asked. */
+		hp_conf.reserve = hp_region.granted;
 		hp_ll_init(&hp_conf, ll, ll_size);
 		hp_lifetime_init(&hp_conf, zone, zone_size);
 	}
@@ -86,10 +92,14 @@ static void start(void) {
 	if (hp_conf.verbose) {
 		char policy[sizeof ((hp_stats_t *)0)->policy];
 		hp_conf_describe(&hp_conf, policy, sizeof policy);
+		char lowered[80] = "";
+		if (hp_conf.reserve != asked)
+			snprintf(lowered, sizeof lowered, "; reserve:%zu halved to %zu "
+			    "until granted", asked, hp_conf.reserve);
 		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s); "
-		    "small class on 4k (MADV_NOHUGEPAGE)", policy, huge ? chain :
+		    "small class on 4k (MADV_NOHUGEPAGE)%s", policy, huge ? chain :
 		    "4k (no address space reserved)", sys.thp_enabled,
-		    sys.thp_defrag);
+		    sys.thp_defrag, lowered);
 	} else if (!huge) {
 		hp_log("could not reserve address space for the huge class (%s); "
 		    "all memory stays on 4 KiB pages", hp_strerror(why));

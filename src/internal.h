@@ -195,6 +195,7 @@ int hp_os_memfd_create(const char *name, unsigned flags);
 int hp_os_ftruncate(int fd, off_t len);
 int hp_os_flock(int fd, int op);
 void *hp_os_sbrk(intptr_t increment);
+unsigned hp_os_cpus(void);
 int hp_fd_high(int fd);
 int hp_open(const char *path, int flags, int mode);
 /* open(2) and syscall(2) whose descriptors are treated as hp_open's. */
@@ -267,6 +268,12 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero);
 void *hp_huge_realloc(void *p, size_t size);
 void hp_huge_atfork_child(void);
 #define HP_NO_ARENA (~0u)
+/* jemalloc 5.3's arena indices (MALLOCX_ARENA_LIMIT: MALLOCX_ARENA keeps 12
+ * bits): its automatic arenas take the lowest narenas of them, its
+ * oversize arena the next, arenas.create the rest in order. The library
+ * makes HP_OWN_ARENAS of them: the huge class's and the sample zone's. */
+#define HP_ARENA_INDICES 4095u
+#define HP_OWN_ARENAS 2u
 /* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
 unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
@@ -276,8 +283,8 @@ void *hp_huge_small(size_t size, bool zero);
 struct extent_hooks_s;
 int hp_arena_decay(unsigned ind, long dirty_ms);
 /* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
- * jemalloc refuses. */
-unsigned hp_arena_create(struct extent_hooks_s *hooks);
+ * jemalloc refuses, with the reason in *why. */
+unsigned hp_arena_create(struct extent_hooks_s *hooks, const char **why);
 /* Starts the huge class's threads (the maintenance thread), for a class
  * that uses huge pages without the huge arena. */
 void hp_huge_start_threads(void);

@@ -109,6 +109,19 @@ void *hp_os_sbrk(intptr_t increment) {
 	return sbrk(increment);
 }
 
+/* The CPUs this process may run on, as jemalloc counts them for its
+ * default narenas (sched_getaffinity); a mask of 8,192 CPUs, so that a
+ * machine with more than glibc's cpu_set_t holds is counted too. 1 if the
+ * kernel will not say. */
+unsigned hp_os_cpus(void) {
+	unsigned long mask[8192 / 64];
+	long n = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+	unsigned cpus = 0;
+	for (long i = 0; i < n / (long)sizeof mask[0]; i++)
+		cpus += (unsigned)__builtin_popcountl(mask[i]);
+	return cpus != 0 ? cpus : 1;
+}
+
 /* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with
  * fd closed either way. */
 int hp_fd_high(int fd) {

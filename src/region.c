@@ -89,6 +89,7 @@ bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
 		return false;
 	size_t size = with_zone ? got / (HP_ZONE_SHARE + 1) * HP_ZONE_SHARE : got;
 	size &= ~(align - 1);
+	hp_region.granted = got < want + extra ? size : want;
 	*zone = base + size;
 	*zone_size = with_zone ? got - size : 0;
 	*ll = 0;

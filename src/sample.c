@@ -148,7 +148,9 @@ static extent_hooks_t zone_hooks = {
 
 /* The zone is the tail of the region's reservation (region.c), so that
  * free() tests one range for both. */
-static bool zone_init(uintptr_t base, size_t size, long decay_ms) {
+static bool zone_init(uintptr_t base, size_t size, long decay_ms,
+    const char **why) {
+	*why = "no address space for it";
 	if (size == 0)
 		return false;
 	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
@@ -159,7 +161,7 @@ static bool zone_init(uintptr_t base, size_t size, long decay_ms) {
 	zone_bump = zone_mapped = base + HP_PAGE;
 	zone_end = base + size;
 	hp_zone_base = base;
-	unsigned ind = hp_arena_create(&zone_hooks);
+	unsigned ind = hp_arena_create(&zone_hooks, why);
 	if (ind == HP_NO_ARENA)
 		return false;
 	hp_arena_decay(ind, decay_ms);
@@ -455,9 +457,9 @@ bool hp_lifetime_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 		    "without descriptors here (%s)", why);
 		learning = false;
 	}
-	if (learning && !zone_init(zone, zone_size, c->decay_ms)) {
-		hp_log("could not make the sample zone's arena; lifetime "
-		    "learning is off");
+	if (learning && !zone_init(zone, zone_size, c->decay_ms, &why)) {
+		hp_log("could not make the sample zone's arena (%s); lifetime "
+		    "learning is off", why);
 		learning = false;
 	}
 	return true;

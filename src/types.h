@@ -255,6 +255,9 @@ typedef struct {
 typedef struct {
 	uintptr_t base;          /* 2 MiB aligned */
 	size_t size;             /* bytes reserved */
+	size_t granted;          /* of the reserve asked, what the kernel
+	                            granted (halved until it did), before the
+	                            long-lived class's share */
 	uintptr_t bump;          /* next byte never handed to jemalloc */
 	uintptr_t carved_end;    /* pages below have their state set up */
 	hp_hpage_t *pages;       /* one per 2 MiB of the reservation */

@@ -2,7 +2,9 @@
  * purging, under the library. For each value, the aligned-block program
  * and the glibc contract tests pass, and an option the library overrides
  * is named on exactly one stderr line (no line for the others). */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include "harness.h"
@@ -52,6 +54,66 @@ Test(malloc_conf, dss) {
 Test(malloc_conf, narenas) {
 	under("narenas:1", false);
 	under("narenas:64", false);
+}
+
+/* The bytes of place_large's block (keys prefixed k) on huge pages, as
+ * smaps shows its mapping. */
+static double huge_bytes(const hp_run_t *r, const char *k) {
+	char a[64], b[64];
+	snprintf(a, sizeof a, "%svma_anon_huge_kb", k);
+	snprintf(b, sizeof b, "%svma_hugetlb_kb", k);
+	return (hp_kv(r, a) + hp_kv(r, b)) * 1024;
+}
+
+/* Issue 30, defect 7: narenas values that leave no room below jemalloc's
+ * 4,095 arena indices for the library's two arenas (its automatic arenas
+ * and its oversize arena take the lowest): 4093 and up, and -1, which
+ * jemalloc clamps to 4094; and a default of more than 4092 (4 per CPU
+ * from 1,024 CPUs on; here a narenas_ratio for this host's CPUs). The
+ * huge class stays on huge pages in the process and in a fork child, one
+ * line says what was lowered, the child says nothing. (It was "could not
+ * create an arena" at every huge-class allocation, in the child too, the
+ * huge class on 4 KiB pages and lifetime learning off.) */
+Test(malloc_conf, narenas_past_the_arena_indices) {
+	/* On THP: a hugetlb pool that other tests empty would say so too. */
+	const char *argv[] = {hp_path("place_large"), "64", "fork", NULL};
+	const char *thp[] = {"HUGEPRELOAD_CONF=backing:thp", NULL};
+	hp_run_t r = hp_run(argv, thp, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	if (huge_bytes(&r, "") < 32 << 20)
+		cr_skip_test("no THP here now, even without MALLOC_CONF: %.0f "
+		    "bytes", huge_bytes(&r, ""));
+	hp_run_free(&r);
+	cpu_set_t set;
+	int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ?
+	    CPU_COUNT(&set) : 1;
+	char ratio[64];
+	snprintf(ratio, sizeof ratio, "narenas_ratio:%d", 8192 / cpus + 1);
+	const char *values[][2] = {{"narenas:4093", "MALLOC_CONF narenas:4093"},
+	    {"narenas:4094", "MALLOC_CONF narenas:4094"},
+	    {"narenas:5000", "MALLOC_CONF narenas:5000"},
+	    {"narenas:-1", "MALLOC_CONF narenas:-1"},
+	    {ratio, "jemalloc's default narenas ("}};
+	/* jemalloc's default is 1 arena on 1 CPU, whatever the ratio. */
+	size_t n = sizeof values / sizeof values[0] - (cpus < 2);
+	for (size_t i = 0; i < n; i++) {
+		char env0[64];
+		snprintf(env0, sizeof env0, "MALLOC_CONF=%s", values[i][0]);
+		const char *env[] = {env0, thp[0], NULL};
+		r = hp_run(argv, env, true, NULL);
+		cr_assert_eq(r.code, 0, "%s: exit %d\n%s", env0, r.code, r.err);
+		cr_assert_eq(hp_kv(&r, "data_ok") + hp_kv(&r, "child_data_ok"), 2);
+		cr_assert_eq(hp_kv(&r, "class"), 2, "%s\n%s", env0, r.err);
+		cr_assert_eq(hp_kv(&r, "child_class"), 2, "%s\n%s", env0, r.err);
+		cr_assert_geq(huge_bytes(&r, ""), 32 << 20, "%s\n%s", env0, r.out);
+		cr_assert_geq(huge_bytes(&r, "child_"), 32 << 20, "%s\n%s", env0,
+		    r.out);
+		cr_assert_eq(hp_err_lines(&r), 1, "%s:\n%s", env0, r.err);
+		cr_assert(strstr(r.err, values[i][1]) && strstr(r.err,
+		    " overridden by narenas:4092 ("), "%s:\n%s", env0, r.err);
+		cr_assert_null(strstr(r.err, "<jemalloc>"), "%s", r.err);
+		hp_run_free(&r);
+	}
 }
 
 Test(malloc_conf, percpu_arena) {

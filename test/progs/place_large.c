@@ -1,14 +1,17 @@
 /* One large allocation, written; where it landed; then freed and trimmed,
- * and what the hugetlb pools hold. usage: place_large [MiB] */
+ * and what the hugetlb pools hold. With "fork", a child then does the
+ * same, its keys prefixed child_ (the parent waits for it).
+ * usage: place_large [MiB] [fork] */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "hpclass.h"
 #include "probe.h"
 
-int main(int argc, char **argv) {
-	size_t n = (size_t)(argc > 1 ? atol(argv[1]) : 64) << 20;
+static int place(size_t n, const char *k) {
 	long free0 = probe_meminfo("HugePages_Free:");
 	unsigned char *p = malloc(n);
 	if (p == NULL)
@@ -20,19 +23,37 @@ int main(int argc, char **argv) {
 	size_t bad = 0;
 	for (size_t i = 0; i < n; i++)
 		bad += p[i] != 0x5a;
-	printf("class=%d\nsize=%zu\nhg=%d\nnh=%d\nthp_bytes=%lld\n"
-	    "vma_anon_huge_kb=%ld\nvma_hugetlb_kb=%ld\nkernel_page_kb=%ld\n"
-	    "data_ok=%d\npool_free_before=%ld\npool_free_after=%ld\n",
-	    hp_class_of(p), n, m && probe_has_flag(m, "hg"),
-	    m && probe_has_flag(m, "nh"), probe_thp_bytes(p, n),
-	    m ? m->anon_huge_kb : -1, m ? m->private_hugetlb_kb : -1,
-	    m ? m->kernel_page_kb : -1, bad == 0, free0,
-	    probe_meminfo("HugePages_Free:"));
+	printf("%sclass=%d\n%ssize=%zu\n%shg=%d\n%snh=%d\n%sthp_bytes=%lld\n"
+	    "%svma_anon_huge_kb=%ld\n%svma_hugetlb_kb=%ld\n%skernel_page_kb=%ld\n"
+	    "%sdata_ok=%d\n%spool_free_before=%ld\n%spool_free_after=%ld\n",
+	    k, hp_class_of(p), k, n, k, m && probe_has_flag(m, "hg"),
+	    k, m && probe_has_flag(m, "nh"), k, probe_thp_bytes(p, n),
+	    k, m ? m->anon_huge_kb : -1, k, m ? m->private_hugetlb_kb : -1,
+	    k, m ? m->kernel_page_kb : -1, k, bad == 0, k, free0,
+	    k, probe_meminfo("HugePages_Free:"));
 	free(p);
 	free(v);
 	malloc_trim(0);
-	printf("pool_free_after_trim=%ld\ngib_free_after_trim=%ld\n",
-	    probe_meminfo("HugePages_Free:"), probe_sysfs_long(
+	printf("%spool_free_after_trim=%ld\n%sgib_free_after_trim=%ld\n",
+	    k, probe_meminfo("HugePages_Free:"), k, probe_sysfs_long(
 	    "/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages"));
 	return 0;
+}
+
+int main(int argc, char **argv) {
+	size_t n = (size_t)(argc > 1 ? atol(argv[1]) : 64) << 20;
+	int rc = place(n, "");
+	if (rc != 0 || argc < 3 || strcmp(argv[2], "fork") != 0)
+		return rc;
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0) {
+		rc = place(n, "child_");
+		fflush(stdout);
+		_exit(rc);
+	}
+	int st;
+	if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st))
+		return 3;
+	return WEXITSTATUS(st);
 }

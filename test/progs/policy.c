@@ -19,10 +19,17 @@ int main(int argc, char **argv) {
 	probe_vma_t *v;
 	size_t nv = probe_vmas(&v);
 	const probe_vma_t *m = probe_find(v, nv, p);
+	/* The largest mapping without access: the huge class's reservation
+	 * while nothing of it is used (PROT_NONE: no rd, wr or ex). */
+	size_t none_max = 0;
+	for (size_t i = 0; i < nv; i++)
+		if (!probe_has_flag(&v[i], "rd") && !probe_has_flag(&v[i], "wr") &&
+		    !probe_has_flag(&v[i], "ex") && v[i].end - v[i].start > none_max)
+			none_max = v[i].end - v[i].start;
 	hp_stats_t st;
-	printf("policy=%s\nclass=%d\nhg=%d\nnh=%d\nstats_page=%d\n", buf,
-	    hp_class_of(p), m && probe_has_flag(m, "hg"),
-	    m && probe_has_flag(m, "nh"), probe_stats(&st));
+	printf("policy=%s\nclass=%d\nhg=%d\nnh=%d\nstats_page=%d\n"
+	    "none_max=%zu\n", buf, hp_class_of(p), m && probe_has_flag(m, "hg"),
+	    m && probe_has_flag(m, "nh"), probe_stats(&st), none_max);
 	free(p);
 	free(v);
 	return 0;
