@@ -7,10 +7,13 @@
  * - mallocx, rallocx, dallocx, sdallocx, sallocx go through the malloc
  *   family (tail calls where the flags allow, so the caller's return
  *   address still keys lifetime sampling): MALLOCX_LG_ALIGN and
- *   MALLOCX_ZERO are honoured; tcache flags are ignored (jemalloc's own
- *   thread caches serve either way); an explicit MALLOCX_ARENA goes to
- *   the embedded jemalloc as asked (an arena the program made through
- *   mallctl "arenas.create"), outside the huge class.
+ *   MALLOCX_ZERO are honoured as jemalloc documents them (the whole
+ *   usable size zeroed; rallocx keeps the old bytes up to the old usable
+ *   size, zeroes from there to the new one, and resizes in place where
+ *   the object's class and alignment allow); tcache flags are ignored
+ *   (jemalloc's own thread caches serve either way); an explicit
+ *   MALLOCX_ARENA goes to the embedded jemalloc as asked (an arena the
+ *   program made through mallctl "arenas.create"), outside the huge class.
  * - xallocx and nallocx ask the embedded jemalloc: every object of both
  *   classes is one of its allocations.
  * - mallctl, mallctlnametomib, mallctlbymib and malloc_stats_print are the
@@ -21,6 +24,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -29,6 +33,7 @@
 
 #define ARENA_FLAGS  (~(unsigned)0 << 20)     /* MALLOCX_ARENA(a) */
 #define ALIGN_FLAGS  0x3f                     /* MALLOCX_LG_ALIGN(la) */
+#define SHAPE_FLAGS  (ALIGN_FLAGS | MALLOCX_ZERO)
 
 static size_t align_of(int flags) {
 	unsigned la = (unsigned)flags & ALIGN_FLAGS;
@@ -42,28 +47,71 @@ HP_EXPORT void *mallocx(size_t size, int flags) {
 	bool zero = flags & MALLOCX_ZERO;
 	if (align <= HP_MALLOC_ALIGN)
 		return zero ? calloc(1, size) : malloc(size);
-	void *p = NULL;
+	/* aligned_alloc's route; jemalloc zeroes the whole usable size. A
+	 * size of 0 is jemalloc's undefined case: the smallest aligned. */
+	if (size < hp_threshold)
+		return hp_je_mallocx(size ? size : 1, flags & SHAPE_FLAGS);
 	int saved = errno;
-	if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
-	    size) != 0)
-		p = NULL;
+	void *p = hp_alloc_slow(size, align, zero);
 	errno = saved;
-	if (p != NULL && zero)
-		memset(p, 0, size);
 	return p;
+}
+
+/* rallocx of an object of the owned range (the huge class, the
+ * long-lived class, a sampled object), or to the huge class's sizes, or
+ * before start-up: in place where the object keeps its class and its
+ * alignment and the class can resize it there (jemalloc's xallocx; the
+ * long-lived class's usable size, or mimalloc's realloc without an
+ * alignment), as realloc does; else moved into the class of the new
+ * size. Either way the old bytes are kept up to the smaller usable size
+ * and, with zero, everything from the old usable size to the new one is
+ * zero, as in jemalloc's rallocx. */
+static void *ralloc_slow(void *p, size_t size, int flags) {
+	size_t align = align_of(flags);
+	bool zero = flags & MALLOCX_ZERO;
+	if (p == NULL)
+		return hp_alloc_slow(size, align, zero);
+	bool to_huge = hp_init() && size >= hp_threshold;
+	bool ll = hp_ll_contains(p);
+	size_t old = hp_usable_size(p);
+	if (ll && !to_huge && align <= HP_MALLOC_ALIGN) {
+		void *q = hp_ll_realloc(p, size);   /* old bytes kept */
+		if (q != NULL) {
+			size_t now = hp_ll_usable(q);
+			if (zero && now > old)
+				memset((char *)q + old, 0, now - old);
+			return q;
+		}
+	}
+	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
+	if (aligned && !hp_zone_contains(p) && hp_region_contains(p) == to_huge &&
+	    (ll ? size <= old :
+	    hp_je_xallocx(p, size, 0, flags & SHAPE_FLAGS) >= size))
+		return p;
+	void *q = hp_alloc_slow(size, align, zero);
+	if (q == NULL)
+		return NULL;                 /* p is left as it was */
+	size_t now = hp_usable_size(q);
+	memcpy(q, p, old < now ? old : now);
+	free(p);
+	return q;
 }
 
 HP_EXPORT void *rallocx(void *p, size_t size, int flags) {
 	if ((unsigned)flags & ARENA_FLAGS)
 		return hp_je_rallocx(p, size, flags);
+	/* A size of 0 is jemalloc's undefined case: the smallest object,
+	 * never realloc's free (a NULL from rallocx leaves p live). */
+	size = size ? size : 1;
 	if (align_of(flags) <= HP_MALLOC_ALIGN && !(flags & MALLOCX_ZERO))
 		return realloc(p, size);
-	size_t old = malloc_usable_size(p);
-	void *q = mallocx(size, flags);
-	if (q == NULL)
-		return NULL;                 /* p is left as it was */
-	memcpy(q, p, old < size ? old : size);
-	free(p);
+	/* The small class's own object staying small: jemalloc's rallocx is
+	 * the definition. */
+	if (hp_likely(size < hp_threshold && p != NULL && !hp_maybe_owned(p)))
+		return hp_je_rallocx(p, size, flags & SHAPE_FLAGS);
+	int saved = errno;
+	void *q = ralloc_slow(p, size, flags);
+	errno = saved;
 	return q;
 }
 

@@ -11,12 +11,9 @@
 #include "je.h"
 
 static void *small_alloc(size_t size, size_t align, bool zero) {
-	if (align > HP_MALLOC_ALIGN) {
-		void *p = hp_je_memalign(align, size);
-		if (p != NULL && zero)
-			memset(p, 0, size);
-		return p;
-	}
+	if (align > HP_MALLOC_ALIGN)         /* zero: the usable size */
+		return zero ? hp_je_mallocx(size ? size : 1, MALLOCX_ALIGN(align) |
+		    MALLOCX_ZERO) : hp_je_memalign(align, size);
 	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
 }
 

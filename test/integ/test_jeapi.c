@@ -2,6 +2,8 @@
  * under the library: it describes and serves the library's heap, not the
  * program's own, unused, jemalloc. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "harness.h"
 
@@ -57,5 +59,93 @@ Test(jeapi, opt_values_as_in_force) {
 	/* The overrides are named on stderr, one line each. */
 	cr_assert(strstr(r.err, "thp") && strstr(r.err, "zero_realloc"), "%s",
 	    r.err);
+	hp_run_free(&r);
+}
+
+/* The sum of every "PREFIX.case=N" line of r's output, and the cases
+ * that were not 0 (into bad, n bytes) for the message. */
+static long long sum_of(const hp_run_t *r, const char *prefix, char *bad,
+    size_t n) {
+	long long total = 0;
+	size_t len = strlen(prefix), used = 0;
+	bad[0] = '\0';
+	for (const char *l = r->out; l != NULL && *l; ) {
+		const char *eq = strchr(l, '='), *nl = strchr(l, '\n');
+		if (strncmp(l, prefix, len) == 0 && l[len] == '.' && eq != NULL &&
+		    (nl == NULL || eq < nl)) {
+			long long v = atoll(eq + 1);
+			total += v;
+			if (v != 0 && used < n) {
+				int w = snprintf(bad + used, n - used, " %.*s",
+				    (int)((nl ? nl : eq + strlen(eq)) - l), l);
+				used += w > 0 ? (size_t)w : 0;
+			}
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return total;
+}
+
+/* "jeapi zero" without the library (jemalloc's own answers, all 0: the
+ * control) and under it; the sum of PREFIX's cases must be 0 in both. */
+static void zero_cases_hold(const char *prefix, const char *what) {
+	const char *argv[] = {hp_path("jeapi"), "zero", NULL};
+	for (int preload = 0; preload < 2; preload++) {
+		hp_run_t r = hp_run(argv, NULL, preload, NULL);
+		cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+		cr_assert_null(strstr(r.out, "rallocx_failed"), "%s", r.out);
+		char bad[1024];
+		long long n = sum_of(&r, prefix, bad, sizeof bad);
+		cr_assert_eq(n, 0, "%s %s: %lld (%s)", preload ? "under the "
+		    "library" : "under jemalloc", what, n, bad);
+		hp_run_free(&r);
+	}
+}
+
+/* Issue 30, defect 1: rallocx(p, n, MALLOCX_ZERO) copied min(old request,
+ * n) and zeroed the rest (6 bytes lost from mallocx(1) to 2, 1,023 from
+ * 64,512 to 64,513): the old bytes are kept up to the old usable size,
+ * and everything past it up to the new usable size is zero, with and
+ * without an alignment, in the small class's small and large sizes and
+ * the huge class's. */
+Test(jeapi, rallocx_zero_keeps_the_old_usable_size) {
+	zero_cases_hold("lost", "old bytes lost");
+	zero_cases_hold("nonzero", "new bytes not zero");
+}
+
+/* Issue 30, defect 1: rallocx with MALLOCX_ZERO or an alignment of 16 or
+ * more always moved and copied; an aligned object whose usable size is
+ * already the new size's stays where it is, as under jemalloc (small,
+ * large and huge-class sizes). */
+Test(jeapi, rallocx_stays_in_place_as_jemalloc) {
+	zero_cases_hold("moved", "moved though it fits in place");
+}
+
+/* Issue 30, defect 2: mallocx(n, MALLOCX_ALIGN(a) | MALLOCX_ZERO) with a
+ * >= 16 zeroed n bytes, not the usable size (4,032 non-zero bytes inside
+ * sallocx over 64 allocations of 1 byte). */
+Test(jeapi, mallocx_align_zero_zeroes_the_usable_size) {
+	zero_cases_hold("mallocx_nonzero", "non-zero bytes inside sallocx");
+}
+
+/* Issue 30, defect 1, in the long-lived class: objects of a promoted site
+ * (lifetime:learn, long_lived:mimalloc), resized by rallocx with
+ * MALLOCX_ZERO and alignments within the class, out of it and into the
+ * huge class: the old bytes kept up to the smaller usable size, the new
+ * ones zero, the alignment held (8 bytes were lost shrinking 48 to 40). */
+Test(jeapi, rallocx_zero_in_the_long_lived_class) {
+	const char *argv[] = {hp_path("jeapi"), "ll", NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=lifetime:learn,"
+	    "long_lived:mimalloc", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	cr_assert_geq(hp_kv(&r, "promoted"), 900, "the node site was not "
+	    "promoted:\n%s", r.out);
+	const char *what[] = {"lost", "nonzero", "misaligned"};
+	for (int i = 0; i < 3; i++) {
+		char bad[1024];
+		long long n = sum_of(&r, what[i], bad, sizeof bad);
+		cr_assert_eq(n, 0, "%s: %lld (%s)", what[i], n, bad);
+	}
 	hp_run_free(&r);
 }

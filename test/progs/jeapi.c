@@ -3,13 +3,18 @@
  * describe and serve the library's heap. 100 x 1 MiB and 1,000,000 x
  * 100 B by malloc, then mallctl's stats, the mallocx family's flags,
  * a purge, malloc_stats_print.
+ * "jeapi zero": mallocx and rallocx with MALLOCX_ZERO and alignments, in
+ * the small class's small and large sizes and the huge class's, counted
+ * against jemalloc's manual (the same under plain jemalloc, the control).
  * prints: key=value lines (see test_jeapi.c) */
+#include <dlfcn.h>
 #include <jemalloc/jemalloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 static long rss_kb(void) {
@@ -41,7 +46,186 @@ static void count(void *ctx, const char *s) {
 	*(size_t *)ctx += strlen(s);
 }
 
-int main(void) {
+/* Memory handed back dirty: blocks of the sizes below filled and freed,
+ * so that what jemalloc hands out next is not fresh zero pages. */
+static void dirty(void) {
+	static const size_t sizes[] = {8, 64, 128, 224, 65536, 73728,
+	    3 << 20, 5 << 20};
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+		void *p[64];
+		int n = sizes[i] < (1 << 20) ? 64 : 2;
+		for (int j = 0; j < n; j++) {
+			p[j] = malloc(sizes[i]);
+			memset(p[j], 0xff, sizes[i]);
+		}
+		for (int j = 0; j < n; j++)
+			free(p[j]);
+	}
+}
+
+static size_t count_not(const unsigned char *p, size_t from, size_t to,
+    unsigned char want) {
+	size_t n = 0;
+	for (size_t i = from; i < to; i++)
+		n += p[i] != want;
+	return n;
+}
+
+/* mallocx(n, MALLOCX_ALIGN(a) | MALLOCX_ZERO), 64 times (8 from 1 MiB),
+ * after as many without MALLOCX_ZERO were filled and freed: the non-zero
+ * bytes inside sallocx, which jemalloc zeroes whole. */
+static void mallocx_zero(const char *name, size_t n, size_t a) {
+	size_t bad = 0;
+	void *p[64];
+	int k = n < (1 << 20) ? 64 : 8;
+	for (int j = 0; j < k; j++) {
+		p[j] = mallocx(n, MALLOCX_ALIGN(a));
+		memset(p[j], 0xff, sallocx(p[j], 0));
+	}
+	for (int j = 0; j < k; j++)
+		dallocx(p[j], 0);
+	for (int j = 0; j < k; j++) {
+		p[j] = mallocx(n, MALLOCX_ALIGN(a) | MALLOCX_ZERO);
+		bad += p[j] == NULL ? 1 : ((uintptr_t)p[j] & (a - 1)) != 0 ? 1 :
+		    count_not(p[j], 0, sallocx(p[j], 0), 0);
+	}
+	for (int j = 0; j < k; j++)
+		dallocx(p[j], 0);
+	printf("mallocx_nonzero.%s=%zu\n", name, bad);
+}
+
+/* rallocx(mallocx(from, flags & ~ZERO) filled with 0xaa, to, flags), as
+ * jemalloc's manual has it: the old bytes kept up to the smaller usable
+ * size (lost), with MALLOCX_ZERO everything from the old usable size to
+ * the new one zero (nonzero), and the object left where it was when its
+ * usable size already is the new size's and it is aligned (moved). */
+static void rallocx_case(const char *name, size_t from, size_t to,
+    int flags) {
+	unsigned char *p = mallocx(from, flags & ~MALLOCX_ZERO);
+	size_t old = sallocx(p, 0);
+	memset(p, 0xaa, old);
+	size_t align = (size_t)1 << (flags & 0x3f);
+	int stays = nallocx(to, flags) == old &&
+	    ((uintptr_t)p & (align - 1)) == 0;
+	unsigned char *q = rallocx(p, to, flags);
+	if (q == NULL) {
+		printf("rallocx_failed.%s=1\n", name);
+		return;
+	}
+	size_t now = sallocx(q, 0);
+	printf("lost.%s=%zu\n", name, count_not(q, 0, old < now ? old : now,
+	    0xaa));
+	if (flags & MALLOCX_ZERO)
+		printf("nonzero.%s=%zu\n", name, now > old ?
+		    count_not(q, old, now, 0) : 0);
+	printf("moved.%s=%d\n", name, stays && q != p);
+	dallocx(q, 0);
+}
+
+static int zero_cases(void) {
+	dirty();
+	mallocx_zero("1_a64", 1, 64);
+	mallocx_zero("70000_a64", 70000, 64);
+	mallocx_zero("3m_a4k", (3 << 20) - 100, 4096);
+	dirty();
+	const int z = MALLOCX_ZERO;
+	rallocx_case("1_2_zero", 1, 2, z);
+	rallocx_case("100_200_zero", 100, 200, z);
+	rallocx_case("64512_64513_zero", 64512, 64513, z);
+	rallocx_case("64512_70000_zero", 64512, 70000, z);
+	rallocx_case("3m_5m_zero", 3 << 20, 5 << 20, z);
+	rallocx_case("3m_3m1_zero", (3 << 20) - 100, 3 << 20, z);
+	rallocx_case("1_2_a64_zero", 1, 2, MALLOCX_ALIGN(64) | z);
+	rallocx_case("100_300_a64_zero", 100, 300, MALLOCX_ALIGN(64) | z);
+	rallocx_case("100_120_a32", 100, 120, MALLOCX_ALIGN(32));
+	rallocx_case("64512_64513_a4k", 64512, 64513, MALLOCX_ALIGN(4096));
+	rallocx_case("3m_3m1_a4k", (3 << 20) - 100, 3 << 20,
+	    MALLOCX_ALIGN(4096));
+	rallocx_case("3m_5m_a2m_zero", 3 << 20, 5 << 20,
+	    MALLOCX_ALIGN(2 << 20) | z);
+	return 0;
+}
+
+/* 48 B objects kept from one call site, the long-lived class's kind of
+ * site under lifetime:learn,long_lived:mimalloc; another site's churn. */
+__attribute__((noinline)) static void *node(void) {
+	return malloc(48);
+}
+
+__attribute__((noinline)) static void churn(int n) {
+	for (int i = 0; i < n; i++) {
+		volatile char *r = malloc(48);
+		r[0] = 1;
+		free((void *)r);
+	}
+}
+
+static double now_s(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* "jeapi ll": once the node site is promoted (the last nodes in the
+ * huge class's or the long-lived class's range: hugepreload_class says
+ * huge for a 48 B object), the rallocx cases on such objects. */
+static int ll_cases(void) {
+	enum { N = 400000 };
+	static void *nodes[2 * N];
+	static volatile int phases = 3;  /* one call stack for node() */
+	long k = 0;
+	for (int ph = 0; ph < phases; ph++) {
+		if (ph == 1) {
+			double t0 = now_s();
+			while (now_s() - t0 < 2.5)
+				churn(10000);
+			continue;
+		}
+		for (int i = 0; i < N; i++) {
+			nodes[k] = node();
+			memset(nodes[k++], 1, 48);
+			churn(2);
+		}
+	}
+	int (*cls)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT,
+	    "hugepreload_class");
+	long promoted = 0;
+	for (long i = k - 1000; i < k; i++)
+		promoted += cls != NULL && cls(nodes[i]) == 2;
+	printf("promoted=%ld\n", promoted);
+	/* Each case on its own promoted node, filled to its usable size. */
+	struct { const char *name; size_t to; int flags; } c[] = {
+		{"ll_48_100_zero", 100, MALLOCX_ZERO},
+		{"ll_48_40_zero", 40, MALLOCX_ZERO},
+		{"ll_48_4000_zero", 4000, MALLOCX_ZERO},
+		{"ll_48_40_a32", 40, MALLOCX_ALIGN(32)},
+		{"ll_48_100_a64_zero", 100, MALLOCX_ALIGN(64) | MALLOCX_ZERO},
+		{"ll_48_2m_zero", 2 << 20, MALLOCX_ZERO},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		unsigned char *p = nodes[k - 1 - (long)i];
+		size_t old = sallocx(p, 0);
+		memset(p, 0xaa, old);
+		unsigned char *q = rallocx(p, c[i].to, c[i].flags);
+		size_t now = sallocx(q, 0), align = (size_t)1 <<
+		    (c[i].flags & 0x3f);
+		printf("lost.%s=%zu\n", c[i].name, count_not(q, 0,
+		    old < now ? old : now, 0xaa));
+		printf("nonzero.%s=%zu\n", c[i].name, now > old &&
+		    (c[i].flags & MALLOCX_ZERO) ? count_not(q, old, now, 0) : 0);
+		printf("misaligned.%s=%d\n", c[i].name,
+		    ((uintptr_t)q & (align - 1)) != 0);
+		printf("stayed.%s=%d\n", c[i].name, q == p);
+		nodes[k - 1 - (long)i] = q;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && strcmp(argv[1], "zero") == 0)
+		return zero_cases();
+	if (argc > 1 && strcmp(argv[1], "ll") == 0)
+		return ll_cases();
 	enum { BIG = 100, SMALL = 1000000 };
 	static char *big[BIG], *small[SMALL];
 	size_t requested = 0;
