@@ -81,9 +81,31 @@ typedef void *(*op_nt_t)(size_t, const void *);
 typedef void *(*op_al_t)(size_t, size_t);
 typedef void *(*op_al_nt_t)(size_t, size_t, const void *);
 
+/* jemalloc's experimental_infallible_new (MALLOC_CONF), as its own
+ * operators honour it: a failed new of any form goes to jemalloc's
+ * safety-check abort, which calls the hook a program set through
+ * mallctl("experimental.hooks.safety_check_abort") or else aborts; a hook
+ * that returns leaves the operator to return NULL. Asked of the option at
+ * each failure only. */
+void je_safety_check_fail(const char *format, ...);
+static bool infallible(void) {
+	bool on = false;
+	size_t sz = sizeof on;
+	if (hp_je_mallctl("opt.experimental_infallible_new", &on, &sz, NULL,
+	    0) != 0 || !on)
+		return false;
+	/* The hook is handed jemalloc's own words, which a hook may compare
+	 * (jemalloc's test of the option does). */
+	je_safety_check_fail("<jemalloc>: Allocation failed and "
+	    "opt.experimental_infallible_new is true. Aborting.\n");
+	return true;
+}
+
 /* The failure paths, one per signature: the runtime's own operator. */
 static __attribute__((noinline, cold)) void *fail(const char *name,
     size_t size) {
+	if (infallible())
+		return NULL;
 	op_t op = (op_t)runtime_op(name);
 	if (op == NULL)
 		no_runtime(name);
@@ -91,11 +113,15 @@ static __attribute__((noinline, cold)) void *fail(const char *name,
 }
 static __attribute__((noinline, cold)) void *fail_nt(const char *name,
     size_t size, const void *nt) {
+	if (infallible())
+		return NULL;
 	op_nt_t op = (op_nt_t)runtime_op(name);
 	return op != NULL ? op(size, nt) : NULL;
 }
 static __attribute__((noinline, cold)) void *fail_al(const char *name,
     size_t size, size_t align) {
+	if (infallible())
+		return NULL;
 	op_al_t op = (op_al_t)runtime_op(name);
 	if (op == NULL)
 		no_runtime(name);
@@ -103,6 +129,8 @@ static __attribute__((noinline, cold)) void *fail_al(const char *name,
 }
 static __attribute__((noinline, cold)) void *fail_al_nt(const char *name,
     size_t size, size_t align, const void *nt) {
+	if (infallible())
+		return NULL;
 	op_al_nt_t op = (op_al_nt_t)runtime_op(name);
 	return op != NULL ? op(size, align, nt) : NULL;
 }

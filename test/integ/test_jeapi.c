@@ -149,3 +149,27 @@ Test(jeapi, rallocx_zero_in_the_long_lived_class) {
 	}
 	hp_run_free(&r);
 }
+
+/* jemalloc's MALLOC_CONF=experimental_infallible_new:true: a failed
+ * operator new goes to jemalloc's safety-check abort, not to bad_alloc or
+ * nullptr, under the library as under libjemalloc.so.2 (cxxops' first
+ * impossible new then ends the program with SIGABRT and jemalloc's
+ * message; without the option it exits 0). */
+Test(jeapi, infallible_new_aborts_as_jemalloc) {
+	const char *argv[] = {hp_path("cxxops"), NULL};
+	const char *on[] = {"MALLOC_CONF=experimental_infallible_new:true",
+	    NULL};
+	const char *je[] = {"MALLOC_CONF=experimental_infallible_new:true",
+	    "LD_PRELOAD=libjemalloc.so.2", NULL};
+	hp_run_t plain = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(plain.code, 0, "%s%s", plain.out, plain.err);
+	hp_run_t j = hp_run(argv, je, false, NULL);
+	hp_run_t r = hp_run(argv, on, true, NULL);
+	cr_assert_eq(j.code, 128 + 6, "under jemalloc: %d\n%s", j.code, j.err);
+	cr_assert_eq(r.code, 128 + 6, "under the library: %d\n%s%s", r.code,
+	    r.out, r.err);
+	cr_assert(strstr(r.err, "<jemalloc>: Allocation failed"), "%s", r.err);
+	hp_run_free(&plain);
+	hp_run_free(&j);
+	hp_run_free(&r);
+}
