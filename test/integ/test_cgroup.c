@@ -1,10 +1,13 @@
 /* The hugetlb cgroup's limits (issue 30, defect 3): a process in a cgroup
  * whose hugetlb.2MB.max or rsvd.max is below what the pool offers gets
  * no more hugetlb pages than the limit leaves room for, and its fork
- * children's copies fit in it; never SIGBUS. Each test makes a cgroup v2
- * child of the hierarchy's root with the hugetlb controller enabled, and
- * a pool of 64 free pages, and puts all of it back in .fini. Skipped
- * where the host has no cgroup v2 hugetlb controller. */
+ * children's copies fit in it; never SIGBUS. Each test makes a cgroup
+ * with the hugetlb controller (a cgroup v2 child of the hierarchy's root,
+ * the controller enabled; or the v1 controller mounted on a temporary
+ * directory, possible only while v2 does not use it) and a pool of 64
+ * free pages, and puts all of it back in .fini. Skipped where the host
+ * has no such controller. */
+#include <sys/mount.h>
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 static hp_knob_t pool;
 static char v2[256], cg[320];
 static bool enabled_here;
+static char v1[64];                 /* the v1 mount, if made here */
 
 static bool put(const char *dir, const char *file, const char *text) {
 	char path[400];
@@ -51,18 +55,44 @@ static bool has_word(const char *list, const char *w) {
 	return false;
 }
 
+static void find_v2(void);
+
 static void restore(void) {
+	const char *root = v1[0] ? v1 : v2;
 	if (cg[0]) {
 		char procs[4096];
 		get(cg, "cgroup.procs", procs, sizeof procs);
 		for (char *p = strtok(procs, "\n"); p; p = strtok(NULL, "\n"))
-			put(v2, "cgroup.procs", p);
+			put(root, "cgroup.procs", p);
 		rmdir(cg);
 		cg[0] = '\0';
 	}
 	if (enabled_here)
 		put(v2, "cgroup.subtree_control", "-hugetlb");
 	enabled_here = false;
+	if (v1[0]) {
+		/* A v1 hierarchy ends at the unmount that finds it without
+		 * children; the cgroup removed just now may still be going, so
+		 * mount and unmount again until the controller is back in cgroup
+		 * v2, for the tests that follow (up to 60 s). */
+		umount2(v1, 0);
+		find_v2();
+		char buf[512] = "";
+		for (int i = 0; v2[0] && i < 600; i++) {
+			get(v2, "cgroup.controllers", buf, sizeof buf);
+			if (has_word(buf, "hugetlb"))
+				break;
+			usleep(100 * 1000);
+			if (i % 10 == 9 && mount("none", v1, "cgroup", 0,
+			    "hugetlb") == 0)
+				umount2(v1, 0);
+		}
+		if (v2[0] && !has_word(buf, "hugetlb"))
+			cr_log_warn("the v1 hugetlb hierarchy is still alive; cgroup "
+			    "v2 tests will skip until it goes");
+		rmdir(v1);
+		v1[0] = '\0';
+	}
 	hp_knob_restore(&pool);
 }
 
@@ -108,11 +138,52 @@ static void make_cgroup(void) {
 	}
 }
 
-/* Sets one limit of the cgroup, the other to max. */
-static void limit(const char *file, const char *bytes) {
-	cr_assert(put(cg, "hugetlb.2MB.max", "max"));
-	cr_assert(put(cg, "hugetlb.2MB.rsvd.max", "max"));
-	cr_assert(put(cg, file, bytes), "%s/%s", cg, file);
+/* The v1 hugetlb controller mounted on a directory of its own, and a
+ * cgroup in it, or the test is skipped. */
+static void make_v1_cgroup(void) {
+	snprintf(v1, sizeof v1, "/tmp/hp-cgv1.%d", (int)getpid());
+	if (mkdir(v1, 0755) != 0) {
+		v1[0] = '\0';
+		cr_skip_test("could not make a mount point in /tmp");
+	}
+	if (mount("none", v1, "cgroup", 0, "hugetlb") != 0) {
+		rmdir(v1);
+		v1[0] = '\0';
+		cr_skip_test("could not mount the v1 hugetlb controller (cgroup v2 "
+		    "may be using it, or it is not built)");
+	}
+	snprintf(cg, sizeof cg, "%s/hp-test", v1);
+	if (mkdir(cg, 0755) != 0) {
+		cg[0] = '\0';
+		cr_skip_test("could not make a cgroup under %s", v1);
+	}
+}
+
+/* Sets one limit of the cgroup (rsvd: the reservation's), the other to
+ * none; the file's name in the hierarchy in use is returned. */
+static const char *limit(bool rsvd, const char *bytes) {
+	const char *fault = v1[0] ? "hugetlb.2MB.limit_in_bytes" :
+	    "hugetlb.2MB.max";
+	const char *resv = v1[0] ? "hugetlb.2MB.rsvd.limit_in_bytes" :
+	    "hugetlb.2MB.rsvd.max";
+	const char *none = v1[0] ? "-1" : "max";
+	cr_assert(put(cg, fault, none));
+	cr_assert(put(cg, resv, none));
+	cr_assert(put(cg, rsvd ? resv : fault, bytes), "%s/%s", cg,
+	    rsvd ? resv : fault);
+	return rsvd ? resv : fault;
+}
+
+/* What the kernel says of limits hit: v2's events, v1's failcnt. */
+static void hits(char *out, size_t n) {
+	char rsvd[64];
+	get(cg, v1[0] ? "hugetlb.2MB.failcnt" : "hugetlb.2MB.events", out, n);
+	if (v1[0]) {
+		get(cg, "hugetlb.2MB.rsvd.failcnt", rsvd, sizeof rsvd);
+		snprintf(out + strlen(out), n - strlen(out), " rsvd %s", rsvd);
+	}
+	for (char *c = out; (c = strchr(c, '\n')); )
+		*c = ' ';
 }
 
 static long meminfo(const char *key) {
@@ -153,17 +224,18 @@ static hp_run_t run_in(const char *const *argv, bool preload) {
 
 /* The Kubernetes pod that requests no huge pages: max 0. Python's 64 MiB
  * buffer and place_large's blocks go to THP, with one line. */
-Test(hugetlb, cgroup_limit_zero_no_sigbus, .fini = restore) {
-	make_cgroup();
+static void limit_zero(void) {
 	pool_of_64_free();
-	limit("hugetlb.2MB.max", "0");
+	const char *file = limit(false, "0");
 	const char *py[] = {"python3", "-c", "b = bytearray(64 << 20)", NULL};
 	hp_run_t r = run_in(py, true);
 	cr_assert_eq(r.code, 0, "python3 exit %d (135: SIGBUS)\n%s", r.code,
 	    r.err);
+	char want[128];
+	snprintf(want, sizeof want, "%s is 0 bytes) leaves room for 0 more "
+	    "2 MiB pages", file);
 	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
-	cr_assert(strstr(r.err, "hugetlb cgroup limit (") && strstr(r.err,
-	    "hugetlb.2MB.max is 0 bytes) leaves room for 0 more 2 MiB pages"),
+	cr_assert(strstr(r.err, "hugetlb cgroup limit (") && strstr(r.err, want),
 	    "%s", r.err);
 	hp_run_free(&r);
 	const char *pl[] = {hp_path("place_large"), "64", NULL};
@@ -181,38 +253,53 @@ Test(hugetlb, cgroup_limit_zero_no_sigbus, .fini = restore) {
  * writing a block the parent holds on hugetlb pages (16 MiB: within the
  * limit, so the fork must keep room for the copies; 64 MiB: beyond it).
  * The control maps the block with plain mmap(MAP_HUGETLB). */
-Test(hugetlb, cgroup_limit_forks_no_sigbus, .fini = restore) {
-	make_cgroup();
+static void limit_forks(void) {
 	pool_of_64_free();
-	const char *files[] = {"hugetlb.2MB.max", "hugetlb.2MB.rsvd.max"};
 	for (int f = 0; f < 2; f++) {
-		limit(files[f], "33554432");
+		const char *file = limit(f == 1, "33554432");
 		const char *ctl[] = {hp_path("cgfork"), "16", "10", "raw", NULL};
 		hp_run_t c = run_in(ctl, false);
 		cr_assert_eq(c.code, 0, "%s", c.err);
 		cr_assert_gt(hp_kv(&c, "sigbus"), 0, "control under %s: no SIGBUS\n"
-		    "%s", files[f], c.out);
+		    "%s", file, c.out);
 		hp_run_free(&c);
 		const char *mib[] = {"16", "64"};
 		for (int m = 0; m < 2; m++) {
 			const char *argv[] = {hp_path("cgfork"), mib[m], "10", NULL};
-			char before[256], events[256];
-			get(cg, "hugetlb.2MB.events", before, sizeof before);
+			char before[256], after[256];
+			hits(before, sizeof before);
 			hp_run_t r = run_in(argv, true);
 			cr_assert_eq(r.code, 0, "%s MiB under %s: exit %d\n%s", mib[m],
-			    files[f], r.code, r.err);
+			    file, r.code, r.err);
 			cr_assert_gt(hp_kv(&r, "hugetlb_kb_before_fork"), 0,
 			    "the pool was not used\n%s", r.out);
-			get(cg, "hugetlb.2MB.events", events, sizeof events);
+			hits(after, sizeof after);
 			cr_assert_eq(hp_kv(&r, "sigbus"), 0, "%s MiB under %s:\n%s"
-			    "hugetlb.2MB.events %s before, %s after; pool pages "
-			    "free now %ld of %ld", mib[m], files[f], r.out, before,
-			    events, meminfo("HugePages_Free:"),
-			    meminfo("HugePages_Total:"));
+			    "limits hit: %s before, %s after; pool pages free now "
+			    "%ld of %ld", mib[m], file, r.out, before, after,
+			    meminfo("HugePages_Free:"), meminfo("HugePages_Total:"));
 			cr_assert_eq(hp_kv(&r, "failed"), 0, "%s", r.out);
 			cr_assert_eq(hp_kv(&r, "parent_bad"), 0);
 			cr_assert_leq(hp_err_lines(&r), 1, "%s", r.err);
 			hp_run_free(&r);
 		}
 	}
+}
+
+Test(hugetlb, cgroup_limit_zero_no_sigbus, .fini = restore) {
+	make_cgroup();
+	limit_zero();
+}
+
+Test(hugetlb, cgroup_limit_forks_no_sigbus, .fini = restore) {
+	make_cgroup();
+	limit_forks();
+}
+
+/* The same under the v1 hugetlb controller (limit_in_bytes and
+ * rsvd.limit_in_bytes). */
+Test(hugetlb, cgroup_v1_limits_no_sigbus, .fini = restore) {
+	make_v1_cgroup();
+	limit_zero();
+	limit_forks();
 }

@@ -6,7 +6,7 @@
  * cgroup; one that cannot be had kills the child with SIGBUS.
  * usage: cgfork MIB CHILDREN [raw]
  * raw: the block is mmap(MAP_HUGETLB)ed directly (the control). Prints
- * hugetlb_kb_before_fork, child_I=exit:N or child_I=signal:N, sigbus,
+ * hugetlb_kb_before_fork, pool_avail_before_fork, child_I=exit:N or child_I=signal:N, sigbus,
  * failed (children not exiting 0) and parent_bad. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -17,16 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "probe.h"
-
-static long hugetlb_kb(void) {
-	probe_vma_t *v;
-	size_t n = probe_vmas(&v);
-	long kb = 0;
-	for (size_t i = 0; i < n; i++)
-		kb += v[i].private_hugetlb_kb;
-	free(v);
-	return kb;
-}
 
 static long check(const unsigned char *b, size_t size, unsigned char c) {
 	long bad = 0;
@@ -50,7 +40,9 @@ int main(int argc, char **argv) {
 		return 0;
 	}
 	memset(b, 0x11, size);
-	long before = hugetlb_kb();
+	long before = probe_hugetlb_kb();
+	long pool = probe_meminfo("HugePages_Free:") -
+	    probe_meminfo("HugePages_Rsvd:");
 	int go[2];
 	if (pipe(go) != 0)
 		return 3;
@@ -85,7 +77,8 @@ int main(int argc, char **argv) {
 		sigbus += WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS;
 		failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 	}
-	printf("hugetlb_kb_before_fork=%ld\nsigbus=%d\nfailed=%d\n"
-	    "parent_bad=%ld\n", before, sigbus, failed, check(b, size, 0xee));
+	printf("hugetlb_kb_before_fork=%ld\npool_avail_before_fork=%ld\n"
+	    "sigbus=%d\nfailed=%d\nparent_bad=%ld\n", before, pool, sigbus,
+	    failed, check(b, size, 0xee));
 	return 0;
 }
