@@ -204,9 +204,9 @@ long hp_syscall_fds(long nr, const long a[6]);
 /* Up to n - 1 bytes of a small file, NUL-terminated; -1 if unreadable. */
 ssize_t hp_read_file(const char *path, char *buf, size_t n);
 long hp_read_long(const char *path);     /* -1 if unreadable */
-/* Whether the page at addr is mapped by this process alone (pagemap's
- * exclusive bit, read from fd, /proc/self/pagemap): 1, 0, or -1 if not
- * known (not present, unreadable). */
+/* Whether the page at addr is this process's alone (pagemap's exclusive
+ * bit, read from fd, /proc/self/pagemap; a page not present is shared
+ * with no one): 1, 0, or -1 if unreadable. */
 int hp_os_page_exclusive(int fd, uintptr_t addr);
 /* len bytes of new anonymous memory at an align-aligned address (a power
  * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
