@@ -285,8 +285,16 @@ static long level_room(const char *dir, bool v1, unsigned s, size_t bytes,
 
 long hp_cgroup_room(size_t page, char *why, size_t n) {
 	unsigned s = page == HP_GIB ? SIZE_1G : SIZE_2M;
-	if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) {
 		hp_cgroup_refresh();
+		/* Another thread may be finding them first: a read takes some
+		 * 0.2 ms. Until then, nothing is known, so no room. */
+		for (int spin = 0; !__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) &&
+		    spin < 1000000; spin++)
+			__builtin_ia32_pause();
+		if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE))
+			return 0;
+	}
 	for (int tries = 0; tries < 8; tries++) {
 		unsigned before;
 		for (int spin = 0; ((before = __atomic_load_n(&seq,
