@@ -1,7 +1,9 @@
 /*
  * How huge-class memory is backed. Each run of 2 MiB pages that is about
  * to be used walks the chain: pages from the hugetlbfs pool (reserved when
- * mapped, so a short pool fails here and never raises SIGBUS later), else
+ * mapped, so a short pool fails here and never raises SIGBUS later; no
+ * more than the process's hugetlb cgroup leaves room for, cgroup.c, whose
+ * fault limit would raise SIGBUS at the fault), else
  * transparent huge pages (MADV_HUGEPAGE, MADV_COLLAPSE if asked), else
  * 4 KiB pages. Also: what the kernel offers (probe) and how pages go back
  * (zap).
@@ -23,7 +25,7 @@
 #define MAP_HUGE_SHIFT 26
 #endif
 
-static int warned_madvise, warned_zap, warned_pool, warned_collapse;
+static int warned_madvise, warned_zap, warned_pool, warned_collapse, warned_cg;
 static bool thp_usable;                /* THP not 'never', or collapse on */
 static bool hugetlb_broken;            /* this kernel cannot move them in */
 /* A pool of hugetlb_size pages exists, or was asked for: only then does
@@ -72,6 +74,22 @@ long hp_backing_pool_avail(size_t page) {
 	return free_pages < 0 || resv < 0 ? 0 : free_pages - resv;
 }
 
+/* Pages of this size a new mapping can reserve and fault in: the pool's
+ * available pages, no more than the hugetlb cgroup leaves room for. */
+long hp_backing_room(size_t page) {
+	long pool = hp_backing_pool_avail(page);
+	long cg = pool > 0 ? hp_cgroup_room(page, NULL, 0) : 0;
+	return cg < pool ? cg : pool;
+}
+
+/* Once: the cgroup's limit, not the pool, kept a run off hugetlb pages. */
+static void cgroup_bound(size_t page, long room, const char *why) {
+	hp_warn_once(&warned_cg, "the hugetlb cgroup limit (%s) leaves room for "
+	    "%ld more %s pages; huge-class regions beyond it go to %s (said "
+	    "once)", why, room, page == HP_GIB ? "1 GiB" : "2 MiB",
+	    thp_usable ? "THP" : "4 KiB pages");
+}
+
 void hp_backing_probe(hp_sys_t *s) {
 	char path[96];
 	sysfs_choice("/sys/kernel/mm/transparent_hugepage/enabled",
@@ -96,15 +114,26 @@ static bool wants_hugetlb(void) {
 }
 
 /* From the maintenance thread, outside every lock: whether the pool of
- * hugetlb_size pages exists now. */
+ * hugetlb_size pages exists now, and, if so, the cgroup directories whose
+ * limits bind (the process may have been moved), at most once a second:
+ * that reads /proc/self/mountinfo (some 0.2 ms on the development VM). */
 void hp_backing_poll(void) {
-	if (!wants_hugetlb() || hp_conf.backing == HP_BACKING_HUGETLB)
+	static long since_ms;
+	if (!wants_hugetlb())
 		return;
-	char path[96];
-	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
-	    hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
-	__atomic_store_n(&pool_configured, hp_read_long(path) > 0,
-	    __ATOMIC_RELAXED);
+	if (hp_conf.backing != HP_BACKING_HUGETLB) {
+		char path[96];
+		snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
+		    hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
+		__atomic_store_n(&pool_configured, hp_read_long(path) > 0,
+		    __ATOMIC_RELAXED);
+	}
+	since_ms += hp_conf.maintain_ms;
+	if (since_ms >= 1000 && __atomic_load_n(&pool_configured,
+	    __ATOMIC_RELAXED)) {
+		since_ms = 0;
+		hp_cgroup_refresh();
+	}
 }
 
 /* Whether a new run should look at the pool at all. */
@@ -186,8 +215,14 @@ static void pool_dry(size_t page) {
 bool hp_backing_map_gib(uintptr_t addr) {
 	if (!pool_maybe())
 		return false;
-	if (hp_backing_pool_avail(HP_GIB) >= 1 &&
-	    map_hugetlb(addr, HP_GIB, HP_GIB))
+	char why[320];
+	long pool = hp_backing_pool_avail(HP_GIB);
+	long cg = pool >= 1 ? hp_cgroup_room(HP_GIB, why, sizeof why) : 0;
+	if (pool >= 1 && cg < 1) {
+		cgroup_bound(HP_GIB, cg, why);
+		return false;
+	}
+	if (pool >= 1 && map_hugetlb(addr, HP_GIB, HP_GIB))
 		return true;
 	if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_1g)
 		pool_dry(HP_GIB);
@@ -209,6 +244,16 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		size_t take = avail > 0 ? (size_t)avail * HP_HUGE : 0;
 		if (take > len)
 			take = len;
+		bool cg_bound = false;
+		if (take != 0) {
+			char why[320];
+			long cg = hp_cgroup_room(HP_HUGE, why, sizeof why);
+			if ((size_t)cg < take / HP_HUGE) {
+				cgroup_bound(HP_HUGE, cg, why);
+				take = (size_t)cg * HP_HUGE;
+				cg_bound = true;
+			}
+		}
 		/* Other processes race for the pool: halve on failure. */
 		for (; take >= HP_HUGE; take = (take / 2) & ~(HP_HUGE - 1))
 			if (map_hugetlb(addr, take, HP_HUGE)) {
@@ -217,7 +262,8 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 			}
 		__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
 		    __ATOMIC_RELAXED);
-		if (hp_conf.backing == HP_BACKING_HUGETLB || hp_region.hugetlb_2m)
+		if (!cg_bound && (hp_conf.backing == HP_BACKING_HUGETLB ||
+		    hp_region.hugetlb_2m))
 			pool_dry(HP_HUGE);
 	}
 	if (hp_os_mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
@@ -238,7 +284,8 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
  * The long-lived class's arenas (longlived.c), which mimalloc commits
  * and gives back itself in whole 32 MiB segments. From the 2 MiB pool: a
  * multiple of unit, at most max bytes, and no more than leaves the pool
- * as many available pages as the process then holds, so that a fork
+ * (and the hugetlb cgroup) as many available pages as the process then
+ * holds, so that a fork
  * needs no shadows (region.c): mimalloc's records in the arena are
  * written without a lock, and a copy made while other threads run could
  * give the child a torn heap. Returns the bytes mapped, 0 for none.
@@ -246,7 +293,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
 		return 0;
-	long avail = hp_backing_pool_avail(HP_HUGE);
+	long avail = hp_backing_room(HP_HUGE);
 	long held = (long)__atomic_load_n(&hp_region.hugetlb_2m,
 	    __ATOMIC_RELAXED);
 	size_t take = avail > held ? (size_t)(avail - held) / 2 * HP_HUGE : 0;

@@ -51,6 +51,7 @@ static void atfork_child(void) {
 	hp_jemap_postfork_child();
 	hp_edata_postfork_child();
 	hp_region_postfork_child();
+	hp_cgroup_atfork_child();
 	hp_huge_atfork_child();
 	hp_stats_atfork_child();
 }

@@ -205,6 +205,10 @@ long hp_syscall_fds(long nr, const long a[6]);
 /* Up to n - 1 bytes of a small file, NUL-terminated; -1 if unreadable. */
 ssize_t hp_read_file(const char *path, char *buf, size_t n);
 long hp_read_long(const char *path);     /* -1 if unreadable */
+/* Whether the page at addr is this process's alone (pagemap's exclusive
+ * bit, read from fd, /proc/self/pagemap; a page not present is shared
+ * with no one): 1, 0, or -1 if unreadable. */
+int hp_os_page_exclusive(int fd, uintptr_t addr);
 /* len bytes of new anonymous memory at an align-aligned address (a power
  * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
 void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
@@ -221,6 +225,18 @@ typedef void (*hp_resident_fn)(void *ctx, uintptr_t start, uintptr_t end,
 bool hp_os_resident(uintptr_t start, uintptr_t end, bool huge_ok,
     hp_resident_fn fn, void *ctx);
 
+/* cgroup.c: the hugetlb cgroup limits that bind this process. Pages of
+ * size page it may still reserve and fault, the least over its cgroup and
+ * their ancestors (LONG_MAX if none is limited); why, if not NULL, names
+ * the limit that binds. */
+long hp_cgroup_room(size_t page, char *why, size_t n);
+/* Finds the cgroup directories again (maintenance pass). */
+void hp_cgroup_refresh(void);
+/* For tests: read these files instead of /proc/self's; true if a limited
+ * level was found. */
+bool hp_cgroup_use(const char *cgroup_file, const char *mountinfo_file);
+void hp_cgroup_atfork_child(void);
+
 /* backing.c: how 2 MiB pages are mapped and given back. */
 typedef struct {
 	char thp_enabled[16];    /* always | madvise | never | absent */
@@ -231,6 +247,9 @@ void hp_backing_probe(hp_sys_t *s);
 void hp_backing_poll(void);
 const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n);
 long hp_backing_pool_avail(size_t page);
+/* The pool's available pages, as far as the hugetlb cgroup lets this
+ * process have them. */
+long hp_backing_room(size_t page);
 /* Maps a prefix of the PROT_NONE run [addr, addr + len) with the best
  * backing available; returns its length (0 on failure) and its type. */
 size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type);

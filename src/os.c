@@ -194,6 +194,14 @@ long hp_read_long(const char *path) {
 	    strtol(buf, NULL, 10) : -1;
 }
 
+int hp_os_page_exclusive(int fd, uintptr_t addr) {
+	uint64_t e;
+	if (pread(fd, &e, sizeof e, (off_t)(addr / HP_PAGE * sizeof e)) !=
+	    (ssize_t)sizeof e)
+		return -1;
+	return !(e >> 63 & 1) || (e >> 56 & 1);     /* not there: not shared */
+}
+
 void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
 	if (len > SIZE_MAX - align)
 		return NULL;

@@ -8,6 +8,7 @@
  * whole huge pages: the allocator never splits one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -235,6 +236,7 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 				for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
 					tally(q, -1);
 					page_of(q)->map = HP_MAP_HUGETLB_1G;
+					page_of(q)->sharers = 0;
 					tally(q, 1);
 				}
 				hp_region.hugetlb_1g++;
@@ -253,6 +255,7 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 			tally(q, -1);
 			page_of(q)->map = (uint8_t)type;
 			page_of(q)->populated = false;
+			page_of(q)->sharers = 0;
 			tally(q, 1);
 		}
 		if (type == HP_MAP_HUGETLB_2M)
@@ -681,16 +684,20 @@ size_t hp_region_enforce(size_t limit) {
 }
 
 /*
- * Fork. A private hugetlb page shared with a child needs a free pool page
- * when either side first writes it; without one the kernel takes the page
- * from the child, which dies of SIGBUS. So before fork, if the pool has
- * fewer available pages than this process holds, that many of its hugetlb
- * pages are copied to THP "shadows" and marked MADV_DONTFORK: the child
- * does not share them (it gets the shadows instead, moved into place), and
- * the rest can all be backed by the pool. The parent's own mappings never
- * change, so nothing its other threads write is lost. region_lock is held
- * across fork; these handlers are registered before jemalloc's, so they
- * run after jemalloc's prepare handler has taken its locks, and no thread
+ * Fork. A private hugetlb page shared with a child needs a new hugetlb
+ * page when either side first writes it, from the pool and charged to
+ * the hugetlb cgroup (both counters: cgroup.c); without one the kernel
+ * takes the page from the child, or the child's own copy fails, and the
+ * child dies of SIGBUS. So before fork, the pages the child could need
+ * copies of are counted against the room the pool and the cgroup leave
+ * (hp_backing_room), with the copies earlier children still alive may
+ * make, and the pages that do not fit are copied to THP "shadows" and
+ * marked MADV_DONTFORK: the child does not share them (it gets the
+ * shadows instead, moved into place), and every copy that may still be
+ * asked for can be had. The parent's own mappings never change, so
+ * nothing its other threads write is lost. region_lock is held across
+ * fork; these handlers are registered before jemalloc's, so they run
+ * after jemalloc's prepare handler has taken its locks, and no thread
  * can be inside an extent hook then.
  */
 #define HP_MAX_SHADOWS 256
@@ -720,26 +727,85 @@ static bool shadow_run(uintptr_t addr, size_t len) {
  * region's own pages are not enough. */
 static uintptr_t extra_base;
 static size_t extra_len;
+static uint8_t extra_sharers;   /* as a page's sharers, for all of them */
 
 void hp_region_fork_also(uintptr_t addr, size_t len) {
 	region_lock_timed();
 	extra_base = addr;
 	extra_len = len;
+	extra_sharers = 0;
 	region_unlock_timed();
+}
+
+static void shared_once_more(uint8_t *sharers) {
+	if (*sharers < UINT8_MAX)
+		(*sharers)++;
+}
+
+/*
+ * The copies children forked earlier may still make of pages of this
+ * type: one a page for each fork that shared it (a page shared by the
+ * process and k children needs at most k copies). With fresh, pagemap is
+ * asked first which pages are this process's alone again (their children
+ * gone, or copied): those owe nothing. Without it, an upper bound.
+ */
+static size_t owed_copies(size_t page, hp_map_t type, bool fresh) {
+	hp_lock_assert_held(&region_lock);
+	int fd = fresh ? hp_open("/proc/self/pagemap", O_RDONLY, 0) : -1;
+	size_t owed = 0;
+	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
+	    hp += page) {
+		hp_hpage_t *pg = page_of(hp);
+		if (pg->map != type || pg->sharers == 0)
+			continue;
+		if (fd >= 0 && hp_os_page_exclusive(fd, hp) == 1)
+			pg->sharers = 0;
+		owed += pg->sharers;
+	}
+	if (type == HP_MAP_HUGETLB_2M && extra_len && extra_sharers) {
+		bool alone = fd >= 0;
+		for (uintptr_t q = extra_base; alone && q < extra_base + extra_len;
+		    q += HP_HUGE)
+			alone = hp_os_page_exclusive(fd, q) == 1;
+		if (alone)
+			extra_sharers = 0;
+		owed += (size_t)extra_sharers * (extra_len >> HP_HUGE_SHIFT);
+	}
+	if (fd >= 0)
+		hp_os_close(fd);
+	return owed;
+}
+
+/* Pages of type from the region's base up to upto are shadowed; every
+ * other one is shared with the child about to be made. */
+static void count_shared(size_t page, hp_map_t type, uintptr_t upto,
+    bool extra_shadowed) {
+	hp_lock_assert_held(&region_lock);
+	for (uintptr_t hp = upto; hp < hp_region.carved_end; hp += page)
+		if (page_of(hp)->map == type)
+			shared_once_more(&page_of(hp)->sharers);
+	if (type == HP_MAP_HUGETLB_2M && extra_len && !extra_shadowed)
+		shared_once_more(&extra_sharers);
 }
 
 static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 	hp_lock_assert_held(&region_lock);
-	long avail = hp_backing_pool_avail(page);
-	size_t need = (long)held > avail ? held - (size_t)(avail > 0 ? avail : 0) : 0;
-	uintptr_t run = 0, end = 0;
+	long room = hp_backing_room(page);
+	size_t avail = room > 0 ? (size_t)room : 0;
+	/* pagemap is read only when the bound would call for copies. */
+	size_t owed = owed_copies(page, type, false);
+	if (held + owed > avail)
+		owed = owed_copies(page, type, true);
+	size_t need = held + owed > avail ? held + owed - avail : 0;
+	uintptr_t run = 0, end = 0, upto = hp_region.base;
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end && need;
 	    hp += page) {
 		if (page_of(hp)->map != type)
 			continue;
 		if (hp != end && run != end) {
 			if (nshadows == HP_MAX_SHADOWS || !shadow_run(run, end - run))
-				return;
+				goto out;
+			upto = end;
 			run = end = 0;
 		}
 		if (run == end)
@@ -747,15 +813,22 @@ static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 		end += page;
 		need--;
 	}
-	if (run != end && nshadows < HP_MAX_SHADOWS && !shadow_run(run,
-	    end - run))
-		return;
+	if (run != end) {
+		if (nshadows == HP_MAX_SHADOWS || !shadow_run(run, end - run))
+			goto out;
+		upto = end;
+	}
 	/* The long-lived class's pages last: jemalloc's locks are held here
 	 * and its records are not in the region, but mimalloc's are in the
 	 * class's pages and change under the copy (backing.c). */
+	bool extra_shadowed = false;
 	if (need && type == HP_MAP_HUGETLB_2M && extra_len &&
 	    nshadows < HP_MAX_SHADOWS)
-		shadow_run(extra_base, extra_len);
+		extra_shadowed = shadow_run(extra_base, extra_len);
+	count_shared(page, type, upto, extra_shadowed);
+	return;
+out:
+	count_shared(page, type, upto, false);
 }
 
 void hp_region_prefork(void) {
@@ -804,6 +877,7 @@ void hp_region_postfork_child(void) {
 				hp_region.hugetlb_1g--;
 			pg->map = HP_MAP_THP;
 			pg->populated = true;
+			pg->sharers = 0;
 			tally_into(&totals, q, pg, 1);
 		}
 	}

@@ -152,6 +152,8 @@ typedef struct {
 	uint8_t map;             /* hp_map_t */
 	bool populated;          /* THP page faulted in and collapsed */
 	bool split;              /* free parts purged by strand_limit */
+	uint8_t sharers;         /* hugetlb: fork children it was shared with
+	                            since it was last ours alone (region.c) */
 } hp_hpage_t;
 
 /* The heap now, as jemalloc counts it (stats.c hp_heap_totals): what the
