@@ -227,15 +227,17 @@ static int write_file(const char *path, const char *tmp, const modlist_t *ml,
 
 bool hp_profile_write(const char *where) {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	if (hp_sites == NULL)            /* said at start-up */
+		return false;
 	hp_conf_path(where, path, sizeof path);
 	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
 	char *line = hp_lifetime_map(cap);
 	modlist_t ml = {NULL, 0};
-	if (line != NULL && hp_sites != NULL)
+	if (line != NULL)
 		scan_modules(&ml);
 	bool unlocked = false;
-	int err = line == NULL || ml.mods == NULL ? errno :
+	int err = line == NULL || ml.mods == NULL ? ENOMEM :
 	    write_file(path, tmp, &ml, line, cap, &unlocked);
 	if (line != NULL)
 		hp_os_munmap(line, cap);
