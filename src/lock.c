@@ -14,24 +14,22 @@ static HP_TLS unsigned nheld;    /* hp_locks_held() */
 
 /* The signal fences keep the count's updates where they are written,
  * around the calls: a handler that runs in between sees it up. */
-int hp_mutex_lock(pthread_mutex_t *m) {
+static inline int counted(int (*take)(pthread_mutex_t *), pthread_mutex_t *m) {
 	nheld++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	int r = pthread_mutex_lock(m);
+	int r = take(m);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (r != 0)
 		nheld--;
 	return r;
 }
 
+int hp_mutex_lock(pthread_mutex_t *m) {
+	return counted(pthread_mutex_lock, m);
+}
+
 int hp_mutex_trylock(pthread_mutex_t *m) {
-	nheld++;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	int r = pthread_mutex_trylock(m);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (r != 0)
-		nheld--;
-	return r;
+	return counted(pthread_mutex_trylock, m);
 }
 
 int hp_mutex_unlock(pthread_mutex_t *m) {
