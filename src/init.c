@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #include "internal.h"
 #include "je.h"
+#include "lock.h"
 
 hp_conf_t hp_conf;
 size_t hp_threshold;
@@ -43,7 +44,10 @@ static void atfork_parent(void) {
 	hp_region_postfork_parent();
 }
 
+/* The first child handler: the count of locks held (lock.h) starts
+ * again, as every lock is made anew here and in the handlers after. */
 static void atfork_child(void) {
+	hp_locks_forked();
 	hp_jefork_child();
 	hp_catchup_postfork_child();
 	hp_llpages_postfork_child();

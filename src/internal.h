@@ -191,6 +191,8 @@ ssize_t hp_os_readlink(const char *path, char *buf, size_t n);
 int hp_os_fstat(int fd, struct stat *st);
 int hp_os_rename(const char *from, const char *to);
 int hp_os_unlink(const char *path);
+int hp_os_linkat(int fromdir, const char *from, int todir, const char *to,
+    int flags);
 int hp_os_memfd_create(const char *name, unsigned flags);
 int hp_os_ftruncate(int fd, off_t len);
 int hp_os_flock(int fd, int op);
@@ -361,9 +363,9 @@ extern hp_lifetime_counts_t hp_lifetime_counts;
 void *hp_lifetime_map(size_t size);
 bool hp_site_init(void);
 void hp_site_lock(void);
-void hp_sample_lock(void);       /* around dl_iterate_phdr: see sample.c */
-void hp_sample_unlock(void);
 void hp_site_unlock(void);
+/* At exit: the site lock if hp_lock_at_exit takes it (lock.h). */
+bool hp_site_lock_at_exit(void);
 void hp_site_atfork_child(void);
 /* The site of these frames, added if new: its index, or -1 (table full).
  * Lock held. */

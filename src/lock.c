@@ -3,12 +3,62 @@
  * order). Each thread keeps a mask of the ranks it holds.
  */
 #define _GNU_SOURCE
+#include <time.h>
 #include <unistd.h>
 #include "lock.h"
 
 #ifdef HP_DEBUG
 static HP_TLS unsigned held;     /* bit r: a lock of rank r is held */
 #endif
+static HP_TLS unsigned nheld;    /* hp_locks_held() */
+
+/* The signal fences keep the count's updates where they are written,
+ * around the calls: a handler that runs in between sees it up. */
+static inline int counted(int (*take)(pthread_mutex_t *), pthread_mutex_t *m) {
+	nheld++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	int r = take(m);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (r != 0)
+		nheld--;
+	return r;
+}
+
+int hp_mutex_lock(pthread_mutex_t *m) {
+	return counted(pthread_mutex_lock, m);
+}
+
+int hp_mutex_trylock(pthread_mutex_t *m) {
+	return counted(pthread_mutex_trylock, m);
+}
+
+int hp_mutex_unlock(pthread_mutex_t *m) {
+	int r = pthread_mutex_unlock(m);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (r == 0)
+		nheld--;
+	return r;
+}
+
+unsigned hp_locks_held(void) {
+	return nheld;
+}
+
+void hp_locks_forked(void) {
+	nheld = 0;
+}
+
+bool hp_lock_at_exit(hp_lock_t *l) {
+	if (nheld != 0)
+		return false;
+	for (int ms = 0; ms < 1000; ms++) {
+		if (hp_trylock(l))
+			return true;
+		struct timespec t = {0, 1000000};
+		nanosleep(&t, NULL);
+	}
+	return false;
+}
 
 void hp_lock_reinit(hp_lock_t *l) {
 #ifdef HP_DEBUG

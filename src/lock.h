@@ -21,6 +21,12 @@
  * Ranks 8 to 14 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
  * together (init.c), in this order.
+ *
+ * Each thread counts the mutexes it holds, these and jemalloc's (whose
+ * pthread_mutex_lock, trylock and unlock scripts/embed-jemalloc sends to
+ * hp_mutex_*): what runs at exit asks hp_locks_held() before it takes
+ * any, since exit called from a signal handler may have interrupted this
+ * thread inside one (profile.c, stats.c).
  */
 #ifndef HP_LOCK_H
 #define HP_LOCK_H
@@ -66,15 +72,29 @@ void hp_lock_assert_held(const hp_lock_t *l);
 #define hp_lock_assert_held(l) ((void)(l))
 #endif
 
+/* pthread_mutex_lock, trylock and unlock, counted in this thread's
+ * hp_locks_held() (the count is up before the mutex is taken and down
+ * after it is released: a signal in between finds it held). */
+int hp_mutex_lock(pthread_mutex_t *m);
+int hp_mutex_trylock(pthread_mutex_t *m);
+int hp_mutex_unlock(pthread_mutex_t *m);
+/* How many of the library's and jemalloc's mutexes this thread holds (or
+ * is taking or releasing). Nonzero at exit: exit interrupted this thread
+ * inside the allocator, and a lock it waited for could be its own. */
+unsigned hp_locks_held(void);
+/* In a fork child: the forking thread holds none (each lock is made anew
+ * by the child handlers, ours and jemalloc's, rather than released). */
+void hp_locks_forked(void);
+
 static inline void hp_lock(hp_lock_t *l) {
 	hp_lock_check_order(l);
-	pthread_mutex_lock(&l->m);
+	hp_mutex_lock(&l->m);
 	hp_lock_acquired(l);
 }
 
 /* True if taken. No order check: a failed try cannot deadlock. */
 static inline bool hp_trylock(hp_lock_t *l) {
-	if (pthread_mutex_trylock(&l->m) != 0)
+	if (hp_mutex_trylock(&l->m) != 0)
 		return false;
 	hp_lock_acquired(l);
 	return true;
@@ -82,8 +102,14 @@ static inline bool hp_trylock(hp_lock_t *l) {
 
 static inline void hp_unlock(hp_lock_t *l) {
 	hp_lock_releasing(l);
-	pthread_mutex_unlock(&l->m);
+	hp_mutex_unlock(&l->m);
 }
+
+/* At exit: the lock if this thread holds no lock at all and another
+ * thread lets go of it within about a second (it could be stopped for
+ * good inside the allocator, in a signal handler of its own); false if
+ * not taken. */
+bool hp_lock_at_exit(hp_lock_t *l);
 
 /* In a fork child: the lock is free again (the forking thread, the only
  * one left, may have held it across fork). */

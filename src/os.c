@@ -91,6 +91,11 @@ int hp_os_unlink(const char *path) {
 	return unlink(path);
 }
 
+int hp_os_linkat(int fromdir, const char *from, int todir, const char *to,
+    int flags) {
+	return linkat(fromdir, from, todir, to, flags);
+}
+
 int hp_os_memfd_create(const char *name, unsigned flags) {
 	return memfd_create(name, flags);
 }

@@ -41,16 +41,23 @@ typedef struct {
 	uintptr_t base, lo, hi;      /* load bias; extent of its segments */
 } module_t;
 
-static module_t *mods;           /* HP_MODULES, mapped on first use */
-static unsigned nmods;
+typedef struct {
+	module_t *mods;              /* HP_MODULES, mapped on first use */
+	unsigned n;
+} modlist_t;
+
+/* Under sample_lock (hp_profile_resolve); the writer at exit keeps its
+ * own, so that it needs no sample_lock. */
+static modlist_t loaded;
 
 static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
-	(void)size, (void)arg;
-	if (nmods == HP_MODULES)
+	(void)size;
+	modlist_t *ml = arg;
+	if (ml->n == HP_MODULES)
 		return 1;
-	module_t *m = &mods[nmods];
+	module_t *m = &ml->mods[ml->n];
 	if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') {
-		if (nmods != 0)          /* only the program has no name */
+		if (ml->n != 0)          /* only the program has no name */
 			return 0;
 		ssize_t n = hp_os_readlink("/proc/self/exe", m->path,
 		    sizeof m->path - 1);
@@ -74,24 +81,24 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg) {
 		m->hi = e > m->hi ? e : m->hi;
 	}
 	if (m->hi > m->lo)
-		nmods++;
+		ml->n++;
 	return 0;
 }
 
-/* Refreshes the module list: dl_iterate_phdr, so under sample_lock (which
- * guards mods), never under the site lock. */
-static void scan_modules(void) {
-	nmods = 0;
-	if (mods == NULL && (mods = hp_lifetime_map(HP_MODULES *
-	    sizeof *mods)) == NULL)
+/* Refreshes a module list: dl_iterate_phdr, so never under the site
+ * lock. */
+static void scan_modules(modlist_t *ml) {
+	ml->n = 0;
+	if (ml->mods == NULL && (ml->mods = hp_lifetime_map(HP_MODULES *
+	    sizeof *ml->mods)) == NULL)
 		return;
-	dl_iterate_phdr(add_module, NULL);
+	dl_iterate_phdr(add_module, ml);
 }
 
-static const module_t *module_of(uintptr_t a) {
-	for (unsigned i = 0; i < nmods; i++)
-		if (a >= mods[i].lo && a < mods[i].hi)
-			return &mods[i];
+static const module_t *module_of(const modlist_t *ml, uintptr_t a) {
+	for (unsigned i = 0; i < ml->n; i++)
+		if (a >= ml->mods[i].lo && a < ml->mods[i].hi)
+			return &ml->mods[i];
 	return NULL;
 }
 
@@ -122,14 +129,15 @@ static bool write_all(int fd, const char *p, size_t n) {
 }
 
 /* One site as a line, or false if it does not fit (a path too long). */
-static bool site_line(const hp_site_t *s, char *buf, size_t cap, size_t *len) {
+static bool site_line(const hp_site_t *s, const modlist_t *ml, char *buf,
+    size_t cap, size_t *len) {
 	*len = 0;
 	bool ok = put(buf, len, cap, "%s %u %u %u %u", s->promoted ? "promote" :
 	    s->churny ? "small" : "undecided", s->samples, s->nshort, s->nlong, s->live);
 	for (int b = 0; b < HP_LIFE_BUCKETS; b++)
 		ok = ok && put(buf, len, cap, " %u", s->hist[b]);
 	for (unsigned f = 0; f < s->nframes; f++) {
-		const module_t *m = module_of(s->frames[f]);
+		const module_t *m = module_of(ml, s->frames[f]);
 		ok = ok && (m != NULL ? put(buf, len, cap, " %s+%#lx", m->path,
 		    (unsigned long)(s->frames[f] - m->base)) : put(buf, len, cap,
 		    " ?+%#lx", (unsigned long)s->frames[f]));
@@ -137,61 +145,113 @@ static bool site_line(const hp_site_t *s, char *buf, size_t cap, size_t *len) {
 	return ok && put(buf, len, cap, "\n");
 }
 
-bool hp_profile_write(const char *where) {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
-	hp_conf_path(where, path, sizeof path);
-	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-	int fd = hp_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
-	if (fd < 0) {
-		hp_log("could not write lifetime_record %s (%s)", path,
-		    hp_strerror(errno));
-		return false;
-	}
-	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
-	char *line = hp_lifetime_map(cap);
-	if (line == NULL || hp_sites == NULL) {
-		hp_os_close(fd);
-		hp_os_unlink(tmp);
-		return false;
-	}
+/* The profile into fd, synced; false, with errno, if a write fails. The
+ * site table is read under its lock if hp_lock_at_exit takes it, else
+ * without (*unlocked): each count is a whole word, a site's frames are
+ * whole once its hash shows (site.c), and a count may be a sample off. */
+static bool write_profile(int fd, const modlist_t *ml, char *line,
+    size_t cap, bool *unlocked) {
 	const char *head = HP_PROFILE_MAGIC "\n# decision samples short long "
 	    "live <1ms <10ms <100ms <1s <10s more frames (module+offset; the "
 	    "first is the caller of malloc)\n";
 	bool ok = write_all(fd, head, strlen(head));
 	unsigned n = 0;
-	hp_sample_lock();
-	scan_modules();
-	hp_site_lock();
+	bool locked = hp_site_lock_at_exit();
+	*unlocked = !locked;
 	for (size_t i = 0; i < HP_SITES && ok; i++) {
 		const hp_site_t *s = &hp_sites[i];
 		size_t len;
-		if (s->hash == 0 || (s->samples == 0 && !s->from_profile) ||
-		    !site_line(s, line, cap, &len))
+		if (__atomic_load_n(&s->hash, __ATOMIC_ACQUIRE) == 0 ||
+		    (s->samples == 0 && !s->from_profile) ||
+		    !site_line(s, ml, line, cap, &len))
 			continue;
 		ok = write_all(fd, line, len);
 		n++;
 	}
-	hp_site_unlock();
-	hp_sample_unlock();
+	if (locked)
+		hp_site_unlock();
 	size_t len = 0;
 	put(line, &len, cap, "end %u\n", n);
-	ok = ok && write_all(fd, line, len) && fsync(fd) == 0;
-	int err = ok ? 0 : errno;
-	hp_os_munmap(line, cap);
-	if (hp_os_close(fd) != 0 && ok) {
-		ok = false;
-		err = errno;
+	return ok && write_all(fd, line, len) && fsync(fd) == 0;
+}
+
+/* path, written whole, then put in place by rename from tmp. First as an
+ * unnamed file in path's directory (O_TMPFILE), named tmp only once it is
+ * whole, so that a kill mid-write leaves nothing; where the file system
+ * cannot (no O_TMPFILE, or no /proc to link it by), as tmp from the
+ * start, removed if the write fails. 0, or an errno. */
+static int write_file(const char *path, const char *tmp, const modlist_t *ml,
+    char *line, size_t cap, bool *unlocked) {
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 :
+		    (int)(slash - path), path);
+	int err = 0;
+	for (int named = 0; named < 2; named++) {
+		int fd = named ? hp_open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
+		    O_NOFOLLOW, 0644) : hp_open(dir, O_TMPFILE | O_WRONLY, 0644);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		bool ok = write_profile(fd, ml, line, cap, unlocked);
+		err = ok ? 0 : errno;
+		if (ok && !named) {
+			char self[40];
+			snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+			hp_os_unlink(tmp);       /* an earlier process's, same pid */
+			if (hp_os_linkat(AT_FDCWD, self, AT_FDCWD, tmp,
+			    AT_SYMLINK_FOLLOW) != 0) {
+				hp_os_close(fd);
+				err = errno;
+				continue;            /* write it again, named */
+			}
+		}
+		if (hp_os_close(fd) != 0 && ok) {
+			ok = false;
+			err = errno;
+		}
+		if (ok && hp_os_rename(tmp, path) != 0) {
+			ok = false;
+			err = errno;
+		}
+		if (!ok)
+			hp_os_unlink(tmp);
+		return err;
 	}
-	if (ok && hp_os_rename(tmp, path) != 0) {
-		ok = false;
-		err = errno;
-	}
-	if (!ok) {
-		hp_os_unlink(tmp);
+	return err;
+}
+
+bool hp_profile_write(const char *where) {
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	if (hp_sites == NULL)            /* said at start-up */
+		return false;
+	hp_conf_path(where, path, sizeof path);
+	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
+	char *line = hp_lifetime_map(cap);
+	modlist_t ml = {NULL, 0};
+	if (line != NULL)
+		scan_modules(&ml);
+	bool unlocked = false;
+	int err = line == NULL || ml.mods == NULL ? ENOMEM :
+	    write_file(path, tmp, &ml, line, cap, &unlocked);
+	if (line != NULL)
+		hp_os_munmap(line, cap);
+	if (ml.mods != NULL)
+		hp_os_munmap(ml.mods, HP_MODULES * sizeof *ml.mods);
+	if (err != 0) {
 		hp_log("could not write lifetime_record %s (%s)", path,
 		    hp_strerror(err));
 		return false;
 	}
+	if (unlocked)
+		hp_log("lifetime_record %s written without the site table's "
+		    "lock, which exit could not take (exit from a signal "
+		    "handler?): a count may be a sample off", path);
 	return true;
 }
 
@@ -366,7 +426,7 @@ bool hp_profile_load(const char *path) {
 void hp_profile_resolve(void) {
 	if (napplied == nentries || hp_sites == NULL)
 		return;
-	scan_modules();
+	scan_modules(&loaded);
 	hp_site_lock();
 	for (unsigned i = 0; i < nentries; i++) {
 		entry_t *e = &entries[i];
@@ -376,11 +436,12 @@ void hp_profile_resolve(void) {
 		unsigned f = 0;
 		for (; f < e->nframes; f++) {
 			unsigned m = 0;
-			while (m < nmods && strcmp(mods[m].path, names[e->mod[f]]))
+			while (m < loaded.n && strcmp(loaded.mods[m].path,
+			    names[e->mod[f]]))
 				m++;
-			if (m == nmods)
+			if (m == loaded.n)
 				break;               /* not loaded (yet) */
-			frames[f] = mods[m].base + e->off[f];
+			frames[f] = loaded.mods[m].base + e->off[f];
 		}
 		if (f < e->nframes)
 			continue;

@@ -398,15 +398,6 @@ void hp_lifetime_free(void *p) {
  * after jemalloc's own fork handlers. zone_lock is only taken inside
  * jemalloc's extent calls, which its prefork has drained; the child just
  * resets it. */
-/* For profile.c: its module list is read under sample_lock. */
-void hp_sample_lock(void) {
-	hp_lock(&sample_lock);
-}
-
-void hp_sample_unlock(void) {
-	hp_unlock(&sample_lock);
-}
-
 static void lt_prefork(void) {
 	hp_lock(&sample_lock);
 	hp_site_lock();

@@ -78,6 +78,10 @@ void hp_site_unlock(void) {
 	hp_unlock(&site_lock);
 }
 
+bool hp_site_lock_at_exit(void) {
+	return hp_lock_at_exit(&site_lock);
+}
+
 void hp_site_atfork_child(void) {
 	hp_lock_reinit(&site_lock);
 }
@@ -134,7 +138,9 @@ int hp_site_get(const uintptr_t *frames, unsigned n) {
 		s->key = (uint32_t)k;
 		if (hp_key_tab[k] == 0)
 			__atomic_store_n(&hp_key_tab[k], frames[0], __ATOMIC_RELEASE);
-		s->hash = h;
+		/* Last, and released: the profile at exit may read the table
+		 * without the lock (profile.c). */
+		__atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
 		hp_lifetime_counts.sites++;
 		return (int)i;
 	}

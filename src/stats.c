@@ -292,8 +292,9 @@ static uint64_t strand_target(const hp_arena_stats_t *a) {
 	return hp_conf.strand_limit;
 }
 
-void hp_stats_refresh(bool enforce) {
-	hp_lock(&refresh_lock);
+/* Lock held. */
+static void refresh(bool enforce) {
+	hp_lock_assert_held(&refresh_lock);
 	collect(&local);
 	/* Split the emptiest huge pages, then count again: the huge class,
 	 * then the long-lived class over its own resident bytes. */
@@ -308,6 +309,11 @@ void hp_stats_refresh(bool enforce) {
 		collect(&local);
 	}
 	publish();
+}
+
+void hp_stats_refresh(bool enforce) {
+	hp_lock(&refresh_lock);
+	refresh(enforce);
 	hp_unlock(&refresh_lock);
 }
 
@@ -525,12 +531,25 @@ static int open_stats_file(const char *path) {
 	return fd;
 }
 
-/* At exit: the last refresh, printed if asked. */
+/* At exit: the last refresh, printed if asked. Not if exit interrupted
+ * this thread holding a lock (exit called from a signal handler in the
+ * middle of an allocation): the refresh asks jemalloc, which takes its
+ * locks, and one could be that thread's own; nor if another thread keeps
+ * the refresh lock (lock.h). */
 __attribute__((destructor)) static void hp_stats_exit(void) {
 	if (hp_threshold == 0)          /* never started */
 		return;
 	int saved = errno;
-	hp_stats_refresh(false);
+	if (!hp_lock_at_exit(&refresh_lock)) {
+		if (hp_conf.stats_print)
+			hp_log("no counters at exit: exit came with the "
+			    "allocator's locks held (exit from a signal "
+			    "handler?)");
+		errno = saved;
+		return;
+	}
+	refresh(false);
+	hp_unlock(&refresh_lock);
 	if (hp_conf.stats_print) {
 		int fd = STDERR_FILENO;
 		char path[sizeof hp_conf.stats_file + 24];
