@@ -23,7 +23,9 @@
 #include "internal.h"
 #include "je.h"
 
-HP_TLS uint64_t hp_slots[HP_SLOTS];
+/* Named by SLOT_TAKE's asm, which link-time optimisation does not see:
+ * "used" keeps it under its name. */
+__attribute__((used)) HP_TLS uint64_t hp_slots[HP_SLOTS];
 /* Slots this thread has credited (the rest hold 0). */
 static HP_TLS uint64_t credited[HP_SLOTS / 64];
 /* Promoted keys per slot, from site.c; written under the site lock. */
