@@ -97,9 +97,25 @@ static void *ralloc_slow(void *p, size_t size, int flags) {
 	return q;
 }
 
+/* rallocx into the arena MALLOCX_ARENA names of an object of the owned
+ * range, which jemalloc's rallocx must not see (a mimalloc object, a
+ * sampled one, or a huge-class block, which would go into the small
+ * class's thread cache): moved, with rallocx's rules for the bytes. */
+static void *ralloc_to_arena(void *p, size_t size, int flags) {
+	size_t old = hp_usable_size(p);
+	void *q = hp_je_mallocx(size, flags);
+	if (q == NULL)
+		return NULL;                 /* p is left as it was */
+	size_t now = hp_je_sallocx(q, 0);
+	memcpy(q, p, old < now ? old : now);  /* MALLOCX_ZERO: the rest zero */
+	free(p);
+	return q;
+}
+
 HP_EXPORT void *rallocx(void *p, size_t size, int flags) {
 	if ((unsigned)flags & ARENA_FLAGS)
-		return hp_je_rallocx(p, size, flags);
+		return p != NULL && hp_owned(p) ? ralloc_to_arena(p, size ?
+		    size : 1, flags) : hp_je_rallocx(p, size, flags);
 	/* A size of 0 is jemalloc's undefined case: the smallest object,
 	 * never realloc's free (a NULL from rallocx leaves p live). */
 	size = size ? size : 1;

@@ -141,6 +141,8 @@ Test(jeapi, rallocx_zero_in_the_long_lived_class) {
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	cr_assert_geq(hp_kv(&r, "promoted"), 900, "the node site was not "
 	    "promoted:\n%s", r.out);
+	cr_assert_eq(hp_kv(&r, "mimalloc_loaded"), 1, "the long-lived class "
+	    "is not in use:\n%s%s", r.out, r.err);
 	const char *what[] = {"lost", "nonzero", "misaligned"};
 	for (int i = 0; i < 3; i++) {
 		char bad[1024];

@@ -193,7 +193,22 @@ static int ll_cases(void) {
 	for (long i = k - 1000; i < k; i++)
 		promoted += cls != NULL && cls(nodes[i]) == 2;
 	printf("promoted=%ld\n", promoted);
-	/* Each case on its own promoted node, filled to its usable size. */
+	/* The long-lived class is mimalloc's: loaded by now, if it serves. */
+	FILE *maps = fopen("/proc/self/maps", "r");
+	char line[512];
+	int mi = 0;
+	while (maps != NULL && fgets(line, sizeof line, maps) != NULL)
+		mi |= strstr(line, "libmimalloc") != NULL;
+	if (maps != NULL)
+		fclose(maps);
+	printf("mimalloc_loaded=%d\n", mi);
+	/* Each case on its own promoted node, filled to its usable size;
+	 * the last into an arena of the program's (MALLOCX_ARENA: jemalloc's
+	 * rallocx must not be handed mimalloc's object). */
+	unsigned arena = 0;
+	size_t asz = sizeof arena;
+	if (mallctl("arenas.create", &arena, &asz, NULL, 0) != 0)
+		printf("arenas_create_failed=1\n");
 	struct { const char *name; size_t to; int flags; } c[] = {
 		{"ll_48_100_zero", 100, MALLOCX_ZERO},
 		{"ll_48_40_zero", 40, MALLOCX_ZERO},
@@ -201,6 +216,8 @@ static int ll_cases(void) {
 		{"ll_48_40_a32", 40, MALLOCX_ALIGN(32)},
 		{"ll_48_100_a64_zero", 100, MALLOCX_ALIGN(64) | MALLOCX_ZERO},
 		{"ll_48_2m_zero", 2 << 20, MALLOCX_ZERO},
+		{"ll_48_100_arena_zero", 100, MALLOCX_ZERO |
+		    MALLOCX_ARENA(arena)},
 	};
 	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
 		unsigned char *p = nodes[k - 1 - (long)i];
