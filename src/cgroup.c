@@ -285,6 +285,9 @@ static long level_room(const char *dir, bool v1, unsigned s, size_t bytes,
 
 long hp_cgroup_room(size_t page, char *why, size_t n) {
 	unsigned s = page == HP_GIB ? SIZE_1G : SIZE_2M;
+	/* Said where no limit is read steadily (the returns of 0 below). */
+	if (why && n)
+		snprintf(why, n, "the hugetlb cgroup's files, not read steadily");
 	if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) {
 		hp_cgroup_refresh();
 		/* Another thread may be finding them first: a read takes some

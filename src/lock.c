@@ -35,7 +35,10 @@ int hp_mutex_trylock(pthread_mutex_t *m) {
 int hp_mutex_unlock(pthread_mutex_t *m) {
 	int r = pthread_mutex_unlock(m);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (r == 0)
+	/* Never below 0 (a lock released that was made anew, say): a count
+	 * that wrapped would skip the work at exit for good. */
+	hp_assert(r != 0 || nheld > 0);
+	if (r == 0 && nheld > 0)
 		nheld--;
 	return r;
 }

@@ -541,10 +541,13 @@ __attribute__((destructor)) static void hp_stats_exit(void) {
 		return;
 	int saved = errno;
 	if (!hp_lock_at_exit(&refresh_lock)) {
-		if (hp_conf.stats_print)
+		if (hp_conf.stats_print && hp_locks_held() != 0)
 			hp_log("no counters at exit: exit came with the "
 			    "allocator's locks held (exit from a signal "
 			    "handler?)");
+		else if (hp_conf.stats_print)
+			hp_log("no counters at exit: another thread kept "
+			    "their lock over a second");
 		errno = saved;
 		return;
 	}
