@@ -553,14 +553,58 @@ __attribute__((noinline)) static void *big_node(void) {
 
 /* Of the objects in the small class: how many sit in THP pages
  * (/proc/kpageflags), and with keep, how many of the kept ones. */
+/* Whether the 2 MiB range of a lies wholly in anonymous read-write
+ * mappings, with no gap and no other mapping in it (/proc/self/maps, read
+ * by the first call): only such a range can become one huge page. Where
+ * the kernel does not place jemalloc's growing mappings on 2 MiB
+ * boundaries, another mapping or a gap sits in some of them. */
+static bool range_whole(uintptr_t a) {
+	enum { MAXSPANS = 4096 };
+	static uintptr_t lo[MAXSPANS], hi[MAXSPANS];
+	static int nspans = -1;
+	if (nspans < 0) {
+		nspans = 0;
+		FILE *f = fopen("/proc/self/maps", "r");
+		char line[512];
+		while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+			unsigned long s, e;
+			char perms[8], path[256] = "";
+			if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &s, &e,
+			    perms, path) < 3 || strcmp(perms, "rw-p") != 0 ||
+			    path[0] != '\0')
+				continue;
+			if (nspans > 0 && hi[nspans - 1] == s)
+				hi[nspans - 1] = e;          /* adjacent: joined */
+			else if (nspans < MAXSPANS) {
+				lo[nspans] = s;
+				hi[nspans++] = e;
+			}
+		}
+		if (f != NULL)
+			fclose(f);
+	}
+	uintptr_t r = a & ~(uintptr_t)((2 << 20) - 1);
+	for (int i = 0; i < nspans; i++)
+		if (lo[i] <= r && r + (2 << 20) <= hi[i])
+			return true;
+	return false;
+}
+
 static void small_in_thp(void **p, long n, const char *name) {
-	long small = 0, thp = 0;
+	long small = 0, thp = 0, whole = 0, whole_thp = 0;
 	for (long i = 0; i < n; i++)
 		if (p[i] != NULL && hp_class_of(p[i]) == 1) {
+			bool huge = probe_thp_bytes(p[i], 2048) > 0;
 			small++;
-			thp += probe_thp_bytes(p[i], 2048) > 0;
+			thp += huge;
+			if (range_whole((uintptr_t)p[i])) {
+				whole++;
+				whole_thp += huge;
+			}
 		}
-	printf("%s_small=%ld\n%s_small_in_thp=%ld\n", name, small, name, thp);
+	printf("%s_small=%ld\n%s_small_in_thp=%ld\n%s_small_whole=%ld\n"
+	    "%s_small_whole_in_thp=%ld\n", name, small, name, thp, name, whole,
+	    name, whole_thp);
 }
 
 static int catchup(long mib) {
@@ -574,7 +618,11 @@ static int catchup(long mib) {
 	if (!three_passes(&st))
 		return 3;
 	small_in_thp(p, n, "objects");
-	printf("caught_up=%lu\n", (unsigned long)st.lifetime.caught_up);
+	printf("caught_up=%lu\ncaught_up_skipped=%lu\ncaught_up_failed=%lu\n"
+	    "caught_up_dropped=%lu\n", (unsigned long)st.lifetime.caught_up,
+	    (unsigned long)st.lifetime.caught_up_skipped,
+	    (unsigned long)st.lifetime.caught_up_failed,
+	    (unsigned long)st.lifetime.caught_up_dropped);
 	/* Keep the first small-class object of each 2 MiB, free the rest. */
 	long kept = 0;
 	uintptr_t last = 0;
