@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "lock.h"
 
 #define HP_PROFILE_MAGIC "# hugepreload lifetime profile 1"
 #define HP_MODULES       256
@@ -93,6 +94,79 @@ static void scan_modules(modlist_t *ml) {
 	    sizeof *ml->mods)) == NULL)
 		return;
 	dl_iterate_phdr(add_module, ml);
+}
+
+/* Adds the mapping [lo, hi) of file path at offset off to ml: to the
+ * module of the same path, or as a new one. A module's load
+ * bias is where its file's first page is mapped, less nothing for a
+ * shared object or a PIE, and 0 for a fixed-address program (ET_EXEC,
+ * from the ELF header in that first page). */
+static void add_mapping(modlist_t *ml, const char *path, size_t len,
+    uintptr_t lo, uintptr_t hi, uint64_t off) {
+	module_t *m;
+	for (unsigned i = ml->n; i-- > 0;) {
+		m = &ml->mods[i];
+		if (strlen(m->path) == len && memcmp(m->path, path, len) == 0) {
+			m->lo = lo < m->lo ? lo : m->lo;
+			m->hi = hi > m->hi ? hi : m->hi;
+			return;
+		}
+	}
+	if (off != 0 || ml->n == HP_MODULES || len >= sizeof m->path)
+		return;                  /* a module starts at its first page */
+	m = &ml->mods[ml->n++];
+	memcpy(m->path, path, len);
+	m->path[len] = '\0';
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)lo;
+	bool elf = hi - lo >= sizeof *eh && memcmp(eh->e_ident, ELFMAG,
+	    SELFMAG) == 0;
+	m->base = elf && eh->e_type == ET_EXEC ? 0 : lo;
+	m->lo = lo;
+	m->hi = hi;
+}
+
+/* The module list from /proc/self/maps, for a writer at exit that must
+ * not call dl_iterate_phdr: the exiting thread may have been interrupted
+ * inside the allocator (exit from a signal handler), where another
+ * thread, inside its own dl_iterate_phdr callback with the loader's lock,
+ * may wait for a lock of this one's. Paths are the kernel's (a library
+ * found through a link is named by its target), so a replay matches the
+ * program's own frames and those of libraries loaded by their real path.
+ * buf (cap bytes) is scratch. */
+static void maps_modules(modlist_t *ml, char *buf, size_t cap) {
+	ml->n = 0;
+	if (ml->mods == NULL && (ml->mods = hp_lifetime_map(HP_MODULES *
+	    sizeof *ml->mods)) == NULL)
+		return;
+	int fd = hp_open("/proc/self/maps", O_RDONLY, 0);
+	if (fd < 0)
+		return;
+	size_t have = 0;
+	for (;;) {
+		ssize_t got = hp_os_read(fd, buf + have, cap - 1 - have);
+		if (got <= 0)
+			break;
+		have += (size_t)got;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = '\0';
+			unsigned long lo, hi, off;
+			char perms[5] = "";
+			int at = 0;
+			if (sscanf(line, "%lx-%lx %4s %lx %*s %*s %n", &lo, &hi,
+			    perms, &off, &at) == 4 && at > 0 && line[at] == '/' &&
+			    perms[0] == 'r')
+				add_mapping(ml, line + at, strlen(line + at), lo, hi,
+				    off);
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == cap - 1)
+			have = 0;            /* a line longer than buf: dropped */
+	}
+	hp_os_close(fd);
 }
 
 static const module_t *module_of(const modlist_t *ml, uintptr_t a) {
@@ -234,7 +308,9 @@ bool hp_profile_write(const char *where) {
 	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
 	char *line = hp_lifetime_map(cap);
 	modlist_t ml = {NULL, 0};
-	if (line != NULL)
+	if (line != NULL && hp_locks_held() != 0)
+		maps_modules(&ml, line, cap);
+	else if (line != NULL)
 		scan_modules(&ml);
 	bool unlocked = false;
 	int err = line == NULL || ml.mods == NULL ? ENOMEM :
