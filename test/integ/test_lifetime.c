@@ -365,12 +365,21 @@ static int exit_lines(const hp_run_t *r) {
 	return n;
 }
 Test(lifetime, exit_from_signal_handler_does_not_hang) {
-	char dir[] = "/tmp/hp-exitsig.XXXXXX", cmd[1200];
+	char dir[] = "/tmp/hp-exitsig.XXXXXX", cmd[1600];
 	cr_assert(mkdtemp(dir) != NULL);
-	/* exitsig alone under the library: timeout would leave a record. */
-	snprintf(cmd, sizeof cmd, "exec timeout -s KILL 60 env "
-	    "LD_PRELOAD=%s HUGEPRELOAD_CONF=lifetime_sample:4k,"
-	    "stats_print:true,lifetime_record:%s/p.%%p %s 3",
+	/* exitsig alone under the library (a wrapper under it would leave a
+	 * record), watched for 60 s: a run still there then (and not a
+	 * zombie) has hung, and its threads' stacks go to stderr (gdb, where
+	 * the host has it) before it is killed: exit 137. */
+	snprintf(cmd, sizeof cmd, "env LD_PRELOAD=%s HUGEPRELOAD_CONF="
+	    "lifetime_sample:4k,stats_print:true,lifetime_record:%s/p.%%p "
+	    "%s 3 & p=$!; "
+	    "up() { s=$(cat /proc/$p/stat 2>/dev/null) || return 1; "
+	    "s=${s##*\") \"}; [ \"${s%%%% *}\" != Z ]; }; "
+	    "i=0; while up && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+	    "if up; then command -v gdb >/dev/null && gdb -p $p -batch -ex "
+	    "'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2; "
+	    "kill -9 $p; wait $p; exit 137; fi; wait $p",
 	    hp_path("libhugepreload.so"), dir, hp_path("exitsig"));
 	int hung = 0, tmps = 0, partial = 0, runs = 0, lines = 0;
 	for (; runs < EXIT_RUNS && hung == 0 && tmps == 0 && partial == 0;
@@ -378,6 +387,9 @@ Test(lifetime, exit_from_signal_handler_does_not_hang) {
 		const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 		hp_run_t r = hp_run(argv, NULL, false, NULL);
 		hung += r.code == 137;
+		if (r.code == 137)
+			cr_log_error("run %d hung at exit; its threads:\n%s",
+			    runs + 1, r.err);
 		cr_assert(r.code == 0 || r.code == 137, "exit %d: %s", r.code,
 		    r.err);
 		lines += exit_lines(&r);
