@@ -84,9 +84,13 @@ static void *ralloc_slow(void *p, size_t size, int flags) {
 		}
 	}
 	bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
+	/* In place as jemalloc's rallocx is: where the object can take the
+	 * new size's own class there (xallocx returns the usable size it
+	 * has after, its old one where it could not resize: a large object
+	 * asked for a small size keeps it, and must move). */
 	if (aligned && !hp_zone_contains(p) && hp_region_contains(p) == to_huge &&
-	    (ll ? size <= old :
-	    hp_je_xallocx(p, size, 0, flags & SHAPE_FLAGS) >= size))
+	    (ll ? size <= old : hp_je_xallocx(p, size, 0, flags & SHAPE_FLAGS) ==
+	    hp_je_nallocx(size, flags & SHAPE_FLAGS)))
 		return p;
 	void *q = hp_alloc_slow(size, align, zero);
 	if (q == NULL)
