@@ -22,7 +22,12 @@ HP_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -fPIC -fvisibility=hidden \
 # costs no calls on the promoted path: make bench-callgrind); fat objects,
 # so that nm and the tool's link read them as plain ones too.
 LTO     := -flto=auto -ffat-lto-objects
-SRCS := $(wildcard src/*.c)
+# src/ in layers, lowest first: a file may include the headers of its own
+# folder and of the folders before it, and call only into them (docs/
+# design.md; make check-layers checks both).
+LAYERS := $(shell awk '!/^\#/ && NF {print $$1}' src/layers)
+SRCS := $(shell awk '!/^\#/ && NF {for (i = 2; i <= NF; i++) \
+	print "src/" $$1 "/" $$i ".c"}' src/layers)
 OBJS := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 
 # jemalloc's public API, renamed NAME -> hp_je_NAME in our copy of the
@@ -32,7 +37,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps reference deb check-deb test tests check-debug check-python check-redis check-java check-jemalloc demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-mtpromoted bench-stride bench-embedding bench-threshold install uninstall clean
+.PHONY: all deps reference deb check-deb test tests check-layers check-debug check-python check-redis check-java check-jemalloc demo bench bench-quick bench-callgrind bench-cxx bench-maint bench-mtpromoted bench-stride bench-embedding bench-threshold install uninstall clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -50,20 +55,22 @@ $(BUILD)/libjemalloc_hp.a: $(wildcard $(JE_PIC)) $(BUILD)/je.syms scripts/embed-
 	    exit 1; }
 	scripts/embed-jemalloc $(JE_PIC) $(BUILD)/je.syms $@
 
-$(BUILD)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
+# Each object depends on the headers it includes (-MMD).
+$(BUILD)/obj/%.o: src/%.c | $(BUILD)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(HP_CFLAGS) $(LTO) -c $< -o $@
+	$(CC) $(CFLAGS) $(HP_CFLAGS) -MMD -MP $(LTO) -c $< -o $@
+-include $(OBJS:.o=.d)
 
 # The library from objects $(1): the malloc family and the public API
 # exported, nothing else; every symbol resolved at link time. Beside it,
 # the soname's link, which programs linked with -lhugepreload load.
 LINK_LIB = $(CC) $(CFLAGS) $(LTO) -shared -o $@ $(1) $(BUILD)/libjemalloc_hp.a \
-	-Wl,--version-script=src/exports.map \
+	-Wl,--version-script=src/api/exports.map \
 	-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -Wl,-soname,libhugepreload.so.$(SOVERSION) \
 	-lunwind -lpthread -ldl && \
 	ln -sf $(@F) $(@D)/libhugepreload.so.$(SOVERSION)
 
-$(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
+$(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/api/exports.map
 	$(call LINK_LIB,$(OBJS))
 
 # The debug build: hp_assert checked (page indexes, ranges, lock ranks and
@@ -71,30 +78,28 @@ $(BUILD)/libhugepreload.so: $(OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
 # contract and integration tests against its library.
 DEBUG := $(BUILD)/debug
 DBG_OBJS := $(SRCS:src/%.c=$(DEBUG)/obj/%.o)
-$(DEBUG)/obj/%.o: src/%.c src/*.h include/hugepreload.h | $(BUILD)
+$(DEBUG)/obj/%.o: src/%.c | $(BUILD)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g -fno-omit-frame-pointer -DHP_DEBUG $(HP_CFLAGS) -c $< -o $@
+	$(CC) -O1 -g -fno-omit-frame-pointer -DHP_DEBUG $(HP_CFLAGS) -MMD -MP -c $< -o $@
+-include $(DBG_OBJS:.o=.d)
 
-$(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/exports.map
+$(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/api/exports.map
 	$(call LINK_LIB,$(DBG_OBJS))
 
 # The command: the wrapper, stat, doctor, enable and disable.
 TOOL_SRCS := tools/hugepreload.c tools/stat.c tools/doctor.c tools/unit.c
-$(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o \
-    $(BUILD)/obj/escape.o
+TOOL_OBJS := $(patsubst %,$(BUILD)/obj/base/%.o,stats_print conf escape)
+$(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(TOOL_OBJS)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
 		-DHP_LIB_FROM_BIN='"../lib/$(MULTIARCH)/hugepreload"' \
 		-DHP_BUILD_DIR='"$(abspath $(BUILD))"' \
-		-DHP_SRC_DIR='"$(abspath .)"' -o $@ $(TOOL_SRCS) \
-		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o $(BUILD)/obj/escape.o
+		-DHP_SRC_DIR='"$(abspath .)"' -o $@ $(TOOL_SRCS) $(TOOL_OBJS)
 
 # The reference of every key and counter (tools/gendoc.c): the man page
 # hugepreload(7), and docs/reference.md, which make test checks is its
 # output ("make reference" writes it).
-$(BUILD)/gendoc: tools/gendoc.c $(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o \
-    $(BUILD)/obj/escape.o
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< \
-		$(BUILD)/obj/stats_print.o $(BUILD)/obj/conf.o $(BUILD)/obj/escape.o
+$(BUILD)/gendoc: tools/gendoc.c $(TOOL_OBJS)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude -o $@ $< $(TOOL_OBJS)
 $(BUILD)/hugepreload.7: $(BUILD)/gendoc
 	$< man > $@
 $(BUILD)/reference.md: $(BUILD)/gendoc
@@ -114,13 +119,13 @@ PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
 	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth progmap \
 	craftpage fakepage cgfork exitsig
-TEST_BINS := $(BUILD)/test_unit $(BUILD)/test_contract $(BUILD)/test_integ
+TEST_BINS = $(UNIT_BINS) $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \
 	$(BUILD)/promcheck.py $(BUILD)/libltsite.so $(BUILD)/jeapi \
 	$(BUILD)/pymap.py $(BUILD)/cleancheck.py
 
-$(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/types.h
+$(PROGS:%=$(BUILD)/%): $(BUILD)/%: test/progs/%.c test/progs/probe.c test/progs/*.h src/base/types.h
 	$(CC) $(TCFLAGS) -o $@ $< test/progs/probe.c -ldl -lpthread
 
 # Linked with Debian's libjemalloc, as Redis is.
@@ -157,11 +162,29 @@ $(BUILD)/gcc-input.c: test/progs/threads.c
 $(BUILD)/pymap.py: test/progs/pymap.py
 	cp $< $@
 
-UNIT_OBJS := $(patsubst %,$(DEBUG)/obj/%.o,conf region backing cgroup os lock log \
-	jemath ranges escape)
-$(BUILD)/test_unit: test/unit/*.c $(UNIT_OBJS)
-	$(CC) $(TCFLAGS) -DHP_DEBUG -o $@ test/unit/*.c $(UNIT_OBJS) \
-		-lcriterion -lpthread -lm
+# One unit suite per module, test/unit/test_MODULE.c, linked with that
+# module's debug object and what src/layers puts below it only: the files
+# before it in its folder, and the folders before that (archives of their
+# debug objects; the embedded jemalloc is the je layer's). A module that
+# reached up would not link. Each runs as build/unit/test_MODULE.
+UNIT := conf escape lock ranges cgroup jemath region
+$(foreach l,$(LAYERS),$(eval $(DEBUG)/lib/$(l).a: $(filter $(DEBUG)/obj/$(l)/%,$(DBG_OBJS)) ; \
+	@mkdir -p $$(dir $$@) && rm -f $$@ && ar rcs $$@ $$^))
+# MODULE -> its object, the objects before it in its folder, the archives
+# of the folders before that (and jemalloc's, from the je layer up).
+unit_link = $(shell awk -v m=$(1) -v d=$(DEBUG) -v je=$(BUILD)/libjemalloc_hp.a \
+	'!/^\#/ && NF { for (i = 2; i <= NF; i++) if ($$i == m) { \
+	  for (j = i; j >= 2; j--) printf "%s/obj/%s/%s.o ", d, $$1, $$j; \
+	  for (k = n; k >= 1; k--) printf "%s/lib/%s.a ", d, l[k]; \
+	  if (seenje || $$1 == "je") printf "%s", je; exit } \
+	  l[++n] = $$1; if ($$1 == "je") seenje = 1 }' src/layers)
+UNIT_BINS := $(UNIT:%=$(BUILD)/unit/test_%)
+.SECONDEXPANSION:
+$(UNIT_BINS): $(BUILD)/unit/test_%: test/unit/test_%.c $$(call unit_link,$$*) src/layers
+	@mkdir -p $(dir $@)
+	$(CC) $(TCFLAGS) -DHP_DEBUG -o $@ $< $(filter %.o,$(call unit_link,$*)) \
+		-Wl,--start-group $(filter %.a,$(call unit_link,$*)) \
+		-Wl,--end-group -lcriterion -lunwind -lpthread -ldl -lm
 
 # Links the library first, so this process's malloc is hugepreload's.
 # (It asks for impossible sizes and reads memory back on purpose.)
@@ -191,7 +214,16 @@ $(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
 test:
 	scripts/setup-deps test
 	$(MAKE) tests
-	scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && exit $$r
+	scripts/check-layers $(BUILD) $(DEBUG) && scripts/test-check-layers $(BUILD); \
+	l=$$?; scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && \
+	[ $$r -eq 0 ] && exit $$l
+
+# The layers of src/ (src/layers, docs/design.md): includes and the
+# objects' symbols checked, then the check itself on a scratch copy made
+# to reach up (scripts/test-check-layers). Run by make test.
+check-layers: $(OBJS) $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a
+	scripts/check-layers $(BUILD) $(DEBUG)
+	scripts/test-check-layers $(BUILD)
 
 # Everything the tests run, built and not run (then, say,
 # build/test_integ --filter 'truth/*').
@@ -265,15 +297,16 @@ bench-callgrind:
 	$(MAKE) all $(BUILD)/mfloop
 	scripts/bench-callgrind
 
-# The library with src/cxx.c built as HP_CXX_OPERATORS=N (0: no C++
+# The library with src/api/cxx.c built as HP_CXX_OPERATORS=N (0: no C++
 # operators, libstdc++'s serve; 1: sized delete is free(); 3: sized delete
 # always sdallocx), for scripts/bench-cxx; the default build is 2.
 CXX_VARIANTS := $(patsubst %,$(BUILD)/cxx%/libhugepreload.so,0 1 3)
-$(BUILD)/cxx%/cxx.o: src/cxx.c src/*.h include/hugepreload.h | $(BUILD)
+$(BUILD)/cxx%/cxx.o: src/api/cxx.c | $(BUILD)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(HP_CFLAGS) $(LTO) -DHP_CXX_OPERATORS=$* -c $< -o $@
+	$(CC) $(CFLAGS) $(HP_CFLAGS) -MMD -MP $(LTO) -DHP_CXX_OPERATORS=$* -c $< -o $@
+-include $(patsubst %,$(BUILD)/cxx%/cxx.d,0 1 3)
 $(CXX_VARIANTS): $(BUILD)/cxx%/libhugepreload.so: $(BUILD)/cxx%/cxx.o \
-    $(filter-out $(BUILD)/obj/cxx.o,$(OBJS)) $(BUILD)/libjemalloc_hp.a src/exports.map
+    $(filter-out $(BUILD)/obj/api/cxx.o,$(OBJS)) $(BUILD)/libjemalloc_hp.a src/api/exports.map
 	$(call LINK_LIB,$(filter %.o,$^))
 
 bench-cxx:

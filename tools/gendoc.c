@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "base/base.h"
 #include "hugepreload.h"
-#include "stats_print.h"
+#include "base/stats_print.h"
 
 typedef struct {
 	char *p;

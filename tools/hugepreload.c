@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "internal.h"
+#include "base/base.h"
 #include "hugepreload.h"
 
 static void usage(FILE *f) {

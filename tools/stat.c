@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
-#include "escape.h"
-#include "stats_print.h"
+#include "base/escape.h"
+#include "base/stats_print.h"
 
 /*
  * The page is untrusted input: any local user's program can map a memfd of

@@ -42,13 +42,13 @@ Test(exports, exactly_the_malloc_family_and_public_api) {
 	cr_assert_eq(n, sizeof want / sizeof *want, "only %zu exports", n);
 }
 
-/* src/os.c is the library's only door to the kernel: no other object of
+/* src/base/os.c is the library's only door to the kernel: no other object of
  * the library, and nothing of its embedded jemalloc, calls a system call
  * by name (the build renames jemalloc's calls to os.c's). */
 Test(exports, system_calls_only_in_os_c) {
 	char cmd[1200];
-	snprintf(cmd, sizeof cmd, "cd %s && for o in obj/*.o; do "
-	    "[ \"$o\" = obj/os.o ] && continue; nm -u \"$o\"; done; "
+	snprintf(cmd, sizeof cmd, "cd %s && for o in obj/*/*.o; do "
+	    "[ \"$o\" = obj/base/os.o ] && continue; nm -u \"$o\"; done; "
 	    "nm -u %s 2>/dev/null", hp_path(""), hp_path("libjemalloc_hp.a"));
 	FILE *f = popen(cmd, "r");
 	cr_assert_not_null(f);
@@ -76,5 +76,5 @@ Test(exports, system_calls_only_in_os_c) {
 	}
 	pclose(f);
 	cr_assert(door, "no object calls hp_os_mmap: were they read?");
-	cr_assert_eq(bad[0], '\0', "system calls outside src/os.c:%s", bad);
+	cr_assert_eq(bad[0], '\0', "system calls outside src/base/os.c:%s", bad);
 }

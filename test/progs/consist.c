@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "probe.h"
-#include "types.h"
+#include "base/types.h"
 
 int main(void) {
 	char *b[100];

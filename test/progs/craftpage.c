@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include "types.h"
+#include "base/types.h"
 
 /* size bytes of address space of its own, PROT_NONE. */
 static uint64_t own(size_t size) {

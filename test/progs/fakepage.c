@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include "types.h"
+#include "base/types.h"
 
 /* 301 bytes: the page holds 320. */
 static const char hostile[] =

@@ -50,7 +50,7 @@
 #include <sys/wait.h>
 #include <malloc.h>
 #include "hpclass.h"
-#include "types.h"
+#include "base/types.h"
 #include "probe.h"
 
 static void *(*node_fn)(void);

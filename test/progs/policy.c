@@ -5,7 +5,7 @@
 #include <string.h>
 #include "hpclass.h"
 #include "probe.h"
-#include "types.h"
+#include "base/types.h"
 
 int main(int argc, char **argv) {
 	size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1;

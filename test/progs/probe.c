@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "probe.h"
-#include "types.h"
+#include "base/types.h"
 
 size_t probe_vmas(probe_vma_t **out) {
 	FILE *f = fopen("/proc/self/smaps", "r");

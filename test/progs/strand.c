@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "probe.h"
-#include "types.h"
+#include "base/types.h"
 
 static int read_stats(hp_stats_t *st) {
 	return probe_stats(st);

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "probe.h"
-#include "types.h"
+#include "base/types.h"
 
 static void *volatile keep;            /* so the compiler keeps the blocks */
 

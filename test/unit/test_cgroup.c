@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "internal.h"
+#include "pages/pages.h"
 
 #define MIB (1L << 20)
 

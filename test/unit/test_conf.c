@@ -1,7 +1,7 @@
 /* Unit tests of the HUGEPRELOAD_CONF parser (src/conf.c). */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "internal.h"
+#include "base/base.h"
 
 typedef struct {
 	int n;

@@ -3,7 +3,7 @@
  * and a buffer too small never gets half an escape or half a character. */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "escape.h"
+#include "base/escape.h"
 
 typedef struct {
 	const char *in;

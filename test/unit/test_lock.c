@@ -5,7 +5,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
-#include "lock.h"
+#include "base/lock.h"
 
 static hp_lock_t outer = HP_LOCK_INIT(HP_RANK_START);
 static hp_lock_t inner = HP_LOCK_INIT(HP_RANK_REGION);

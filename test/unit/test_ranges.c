@@ -1,6 +1,6 @@
 /* src/ranges.c: the sets of address ranges jemap.c and mmap.c keep. */
 #include <criterion/criterion.h>
-#include "internal.h"
+#include "base/base.h"
 
 static hp_range_t r[4];
 

@@ -5,10 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "internal.h"
+#include "huge/huge.h"
 
-hp_conf_t hp_conf = {.large_threshold = 1 << 20, .backing = HP_BACKING_THP,
-    .hugetlb_page = HP_HUGE};
+/* The policy these tests run under (hp_conf is base/conf.c's). */
+__attribute__((constructor)) static void policy(void) {
+	hp_conf.large_threshold = 1 << 20;
+	hp_conf.backing = HP_BACKING_THP;
+	hp_conf.hugetlb_page = HP_HUGE;
+}
 
 static hp_hpage_t fresh(void) {
 	hp_hpage_t pg;

@@ -1,0 +1,80 @@
+/*
+ * The maintenance thread: once every maintain_ms, the periodic work that
+ * must happen while the program makes no malloc call. It polls the
+ * hugetlb pool, drives the huge arena's decay (free huge pages go back
+ * at this pace whatever jemalloc's own threads do), gives back the
+ * extent descriptors' and the long-lived class's empty pages, collapses
+ * what a promoted site filled while it was learned (lifetime/catchup.c),
+ * and refreshes the counters, applying strand_limit. It starts with the
+ * first huge-class allocation, not at load: a process that never uses
+ * the huge class stays single-threaded.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include "core/core.h"
+#include "je/je.h"
+
+static bool thread_on;
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *maintain(void *arg) {
+	(void)arg;
+	char decay[64] = "";
+	long ms = hp_conf.maintain_ms;
+	for (;;) {
+		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
+		nanosleep(&t, NULL);
+		/* Purge what the decay curve says is due, so that free pages
+		 * go back at this pace whatever jemalloc's own thread does. */
+		hp_backing_poll();
+		hp_region_timing(true);
+		/* The huge arena may come after the thread (started for the
+		 * long-lived class). */
+		if (decay[0] == '\0' && hp_huge_arena() != HP_NO_ARENA)
+			snprintf(decay, sizeof decay, "arena.%u.decay",
+			    hp_huge_arena());
+		if (decay[0] != '\0')
+			hp_je_mallctl(decay, NULL, NULL, NULL, 0);
+		hp_edata_trim();
+		hp_ll_collect(now_ns(), false);
+		hp_catchup_run();
+		hp_stats_refresh(true);
+		hp_stats_maint_pass(hp_region_timing(false));
+	}
+	return NULL;
+}
+
+/* With the huge class's first allocation (huge/huge.c calls it through
+ * hp_huge_on_threads), once per process. */
+void hp_maint_start(void) {
+	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
+		return;
+	hp_stats_open();
+	pthread_t t;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);   /* no signal of the host's */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int err = pthread_create(&t, &attr, maintain, NULL);
+	if (err != 0)
+		hp_log("could not start the maintenance thread (%s); counters "
+		    "are refreshed only on malloc_trim and at exit",
+		    hp_strerror(err));
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In a fork child, whose huge class starts its own thread. */
+void hp_maint_atfork_child(void) {
+	thread_on = false;
+}

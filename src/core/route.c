@@ -1,0 +1,155 @@
+/*
+ * The routing decision, off the fast path: which class serves a request
+ * that the entry points could not send straight to the small class, and
+ * where an object of the owned range goes back to. The lifetime layer
+ * decides (a slot's credit, a sample, a promoted key); this file places:
+ * the small class, the huge class, or a promoted site's class. A call
+ * that succeeds leaves errno as it found it, whatever the system calls
+ * under it did.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include "core/core.h"
+#include "je/je.h"
+
+static void *small_alloc(size_t size, size_t align, bool zero) {
+	if (align > HP_MALLOC_ALIGN)         /* zero: the usable size */
+		return zero ? hp_je_mallocx(size ? size : 1, MALLOCX_ALIGN(align) |
+		    MALLOCX_ZERO) : hp_je_memalign(align, size);
+	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+}
+
+void *hp_route_alloc(size_t size, size_t align, bool zero) {
+	int saved = errno;
+	void *p = !hp_init() || size < hp_threshold ?
+	    small_alloc(size, align, zero) : hp_huge_alloc(size, align, zero);
+	if (p != NULL)
+		errno = saved;
+	return p;
+}
+
+void hp_route_free_owned(void *p) {
+	int saved = errno;
+	if (hp_zone_contains(p))
+		hp_sample_free(p);
+	else if (hp_region_contains(p))
+		hp_huge_free(p);
+	else if (hp_ll_contains(p))
+		hp_ll_free(p);
+	else
+		hp_je_free(p);           /* above the reservation: see
+		                            hp_maybe_owned() */
+	errno = saved;
+}
+
+static void *realloc_slow(void *p, size_t size);
+
+size_t hp_route_usable(const void *p) {
+	return hp_ll_contains(p) ? hp_ll_usable(p) :
+	    hp_je_malloc_usable_size((void *)p);
+}
+
+void *hp_route_realloc(void *p, size_t size) {
+	int saved = errno;
+	void *q = realloc_slow(p, size);
+	if (q != NULL || size == 0)
+		errno = saved;
+	return q;
+}
+
+static void *realloc_slow(void *p, size_t size) {
+	if (p == NULL)
+		return hp_route_alloc(size, 0, false);
+	if (size == 0) {                     /* glibc: free, return NULL */
+		hp_free(p);
+		return NULL;
+	}
+	bool ready = hp_init();
+	bool was_huge = hp_region_contains(p);
+	bool to_huge = ready && size >= hp_threshold;
+	/* A long-lived object stays in its class while it stays small. */
+	if (hp_ll_contains(p) && !to_huge) {
+		void *q = hp_ll_realloc(p, size);
+		if (q != NULL)
+			return q;
+	}
+	/* A sampled object always moves: free() ends its sample, and the new
+	 * object is an ordinary one. */
+	if (!was_huge && !to_huge && !hp_zone_contains(p) && !hp_ll_contains(p))
+		return hp_je_realloc(p, size);
+	if (was_huge && to_huge) {
+		void *q = hp_huge_realloc(p, size);
+		if (q != NULL || size > PTRDIFF_MAX)
+			return q;
+		/* The huge class is full: move, with hp_huge_alloc's fallback. */
+	}
+	/* Across classes (or out of huge space): move, keeping the data. */
+	void *q = to_huge ? hp_huge_alloc(size, 0, false) : hp_je_malloc(size);
+	if (q == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t old = hp_route_usable(p);
+	memcpy(q, p, old < size ? old : size);
+	hp_free(p);
+	return q;
+}
+
+/* ---- the slot's slow path ------------------------------------------- */
+
+/* A promoted site's small object: the long-lived class, else the huge
+ * class's small sizes; NULL if neither can take it. */
+static void *place_promoted(size_t size, bool zero) {
+	void *p = NULL;
+	/* The first call makes the arena and its threads, whose own
+	 * allocations must not come back here. */
+	hp_sample_busy = true;
+	if (hp_ll_size != 0)
+		p = hp_ll_alloc(size, zero);
+	if (p == NULL)
+		p = hp_huge_small(size, zero);
+	hp_sample_busy = false;
+	if (p != NULL) {
+		hp_shard_t *s = hp_shard();
+		hp_tally(s, HP_TALLY_PLACED_BYTES, size);
+		hp_tally(s, HP_TALLY_PLACED, 1);
+	}
+	return p;
+}
+
+static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
+	unsigned i = (uint8_t)ret;
+	/* hp_threshold is 0 until start-up has set up everything these paths
+	 * use (init.c stores it last but one): hp_init is called only then,
+	 * or for a huge-class request. */
+	if (hp_unlikely(size >= __atomic_load_n(&hp_threshold,
+	    __ATOMIC_ACQUIRE)) && (!hp_init() || size >= hp_threshold)) {
+		/* Inside start-up: credits stay 0 until it is done. */
+		hp_slot_undo(i, size);
+		return hp_route_alloc(size, 0, zero);
+	}
+	bool pinned;
+	uint64_t used = hp_slot_refill(i, size, &pinned);
+	void *p = hp_sample_take(size, ret, zero, used);
+	if (p != NULL)
+		return p;
+	if (pinned && !hp_sample_busy && hp_key_promoted(ret) &&
+	    (p = place_promoted(size, zero)) != NULL)
+		return p;
+	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+}
+
+/* malloc's and calloc's slow path: the caller's slot ran out of credit
+ * (api/entry.c), ret being the return address of the call. errno as it
+ * was, unless the allocation fails: start-up, unwinding and the huge
+ * class make system calls that may set it. Out of line: the entry points'
+ * fast paths keep no frame. */
+__attribute__((noinline)) void *hp_route_slot(size_t size, uintptr_t ret,
+    bool zero) {
+	int saved = errno;
+	void *p = slot_alloc(size, ret, zero);
+	if (p != NULL)
+		errno = saved;
+	return p;
+}

@@ -1,0 +1,280 @@
+/*
+ * The huge class: a jemalloc arena whose extent hooks hand out memory from
+ * the 2 MiB-aligned reservation (region.c). jemalloc carves and reuses it;
+ * the hooks decide what reaches the kernel:
+ *  - dalloc is refused, so address space is retained and reused;
+ *  - decommit hands 4 KiB subpages back to region.c, which returns a
+ *    2 MiB page to the kernel only once all of it is free;
+ *  - purge_lazy and purge_forced are left out (NULL), so jemalloc never
+ *    asks for a partial purge that would split a huge page.
+ * The arena's own metadata is not on these hooks (hp_arena_create), so
+ * every range they see is data. jemalloc only ever hands back ranges it
+ * was given; a range the region does not own (a jemalloc or a MALLOC_CONF
+ * this code was not written for) is refused and counted, never touched.
+ *
+ * Objects of the class go back to it: free() sends every pointer of the
+ * owned range here (hp_huge_free), so none reaches the thread caches of
+ * the small class.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "huge/huge.h"
+#include "base/lock.h"
+#include "je/je.h"
+
+#define HP_GROW_LIMIT ((size_t)64 << 20)
+
+static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
+static unsigned huge_ind = HP_NO_ARENA;
+static int warned_fallback;
+static bool threads_on;        /* off again in a fork child */
+static long decay_ms;
+static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
+
+/* ---- the extent hooks --------------------------------------------------- */
+
+static bool foreign(const void *addr, size_t size) {
+	if (hp_likely(hp_region_owns(addr, size)))
+		return false;
+	__atomic_fetch_add(&hp_fallbacks.foreign, 1, __ATOMIC_RELAXED);
+	return true;
+}
+
+static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+    size_t align, bool *zero, bool *commit, unsigned ind) {
+	(void)h, (void)ind;
+	if (new_addr != NULL)        /* in-place growth: not offered */
+		return NULL;
+	void *p = hp_region_alloc(size, align, *commit);
+	if (p != NULL)
+		*zero = true;            /* fresh, or zeroed on reuse */
+	return p;
+}
+
+static bool h_dalloc(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)committed, (void)ind;
+	return true;                 /* keep the range; jemalloc retains it */
+}
+
+static void h_destroy(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)ind;
+	if (committed && !foreign(addr, size))
+		hp_region_release(addr, size);
+}
+
+static bool h_commit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	(void)h, (void)size, (void)ind;
+	if (foreign((char *)addr + off, len))
+		return true;             /* failed */
+	return !hp_region_reuse((char *)addr + off, len);
+}
+
+static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,
+    size_t off, size_t len, unsigned ind) {
+	(void)h, (void)size, (void)ind;
+	if (foreign((char *)addr + off, len))
+		return true;             /* failed: jemalloc keeps it committed */
+	hp_region_release((char *)addr + off, len);
+	return false;
+}
+
+static bool h_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)size_a, (void)size_b, (void)committed, (void)ind;
+	return foreign(addr, size);
+}
+
+static bool h_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)committed, (void)ind;
+	return foreign(addr_a, size_a) || foreign(addr_b, size_b);
+}
+
+static extent_hooks_t huge_hooks = {
+	.alloc = h_alloc,
+	.dalloc = h_dalloc,
+	.destroy = h_destroy,
+	.commit = h_commit,
+	.decommit = h_decommit,
+	.purge_lazy = NULL,
+	.purge_forced = NULL,
+	.split = h_split,
+	.merge = h_merge,
+};
+
+/* Made with the first huge-class allocation, so that a process that never
+ * uses the huge class has nothing of it. Tried again by each huge-class
+ * allocation while it cannot be made, said once (in a fork child too:
+ * the flag is inherited). */
+static bool create_arena(void) {
+	const char *why;
+	unsigned ind = hp_arena_create(&huge_hooks, &why);
+	if (ind == HP_NO_ARENA) {
+		hp_warn_once(&warned_fallback, "could not create the huge class's "
+		    "arena (%s); huge-class requests fall back to 4 KiB pages "
+		    "(said once)", why);
+		return false;
+	}
+	/* Without eager purge, reused large blocks keep their huge pages. */
+	int err = hp_arena_decay(ind, decay_ms);
+	if (err != 0)
+		hp_log("could not set decay on the huge arena %u (%s); its free "
+		    "pages go back only on malloc_trim", ind, hp_strerror(err));
+	/* jemalloc grows its retained address space geometrically; capping
+	 * the step keeps what the hooks map (and the kernel charges) close to
+	 * what is used, and lets the reservation fill up. Larger requests
+	 * still get an exact fit. (With MALLOC_CONF retain:false every
+	 * extent is an exact fit.) */
+	char name[64];
+	size_t limit = HP_GROW_LIMIT, sz = sizeof(bool);
+	bool retain = true;
+	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
+	hp_je_mallctl("opt.retain", &retain, &sz, NULL, 0);
+	if (retain && (err = hp_je_mallctl(name, NULL, NULL, &limit,
+	    sizeof limit)) != 0)
+		hp_log("could not limit the huge arena's growth step (%s)",
+		    hp_strerror(err));
+	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	__atomic_store_n(&huge_ind, ind, __ATOMIC_RELEASE);
+	return true;
+}
+
+/*
+ * Free huge pages must go back while the program makes no malloc call:
+ * jemalloc's background threads purge on the decay curve, and the
+ * maintenance thread (core/maint.c, started through hp_huge_on_threads)
+ * drives the huge arena's decay once a
+ * second. Both start with the first huge-class allocation, not at load: a
+ * process that never uses the huge class stays single-threaded
+ * (unshare(CLONE_NEWUSER) needs that). A MALLOC_CONF background_thread:
+ * false is kept (jeconf.c); the maintenance thread still purges the huge
+ * class then. jemalloc turns its threads off in a fork child;
+ * hp_huge_atfork_child re-arms the start.
+ */
+void (*hp_huge_on_threads)(void);
+
+static void start_threads(void) {
+	bool on = true;
+	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
+	    "background_thread", NULL, NULL, &on, sizeof on);
+	if (err != 0)
+		hp_log("could not start jemalloc's background threads (%s); "
+		    "free memory goes back once a second and on malloc_trim",
+		    hp_strerror(err));
+	__atomic_store_n(&threads_on, true, __ATOMIC_RELEASE);
+	if (hp_huge_on_threads != NULL)
+		hp_huge_on_threads();
+}
+
+unsigned hp_huge_arena(void) {
+	return __atomic_load_n(&huge_ind, __ATOMIC_ACQUIRE);
+}
+
+void hp_huge_atfork_child(void) {
+	threads_on = false;
+	hp_lock_reinit(&start_lock);
+}
+
+bool hp_huge_init(const hp_conf_t *c) {
+	decay_ms = c->decay_ms;
+	return true;
+}
+
+/* Once per process (and again in a fork child, for the threads): the arena,
+ * then the threads. False if the arena cannot be made. */
+static bool start_huge(void) {
+	hp_lock(&start_lock);
+	bool ok = huge_ind != HP_NO_ARENA || create_arena();
+	if (ok && !threads_on)
+		start_threads();
+	hp_unlock(&start_lock);
+	return ok;
+}
+
+void hp_huge_start_threads(void) {
+	hp_lock(&start_lock);
+	if (!threads_on)
+		start_threads();
+	hp_unlock(&start_lock);
+}
+
+static bool started(void) {
+	return hp_likely(__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE)) ||
+	    start_huge();
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+void *hp_huge_alloc(size_t size, size_t align, bool zero) {
+	if (size > PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int shape = (zero ? MALLOCX_ZERO : 0) |
+	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
+	void *p = started() ? hp_je_mallocx(size, huge_flags | shape) : NULL;
+	if (hp_likely(p != NULL))
+		return p;
+	/* The reservation is full or could not be mapped: the program
+	 * goes on, on 4 KiB pages. */
+	p = hp_je_mallocx(size, shape);
+	__atomic_fetch_add(&hp_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
+	if (p == NULL)
+		errno = ENOMEM;
+	else
+		hp_warn_once(&warned_fallback, "the huge class could not map %zu "
+		    "bytes; falling back to 4 KiB pages (said once)", size);
+	return p;
+}
+
+/* Promoted small objects come from the huge arena through an explicit
+ * tcache per thread, made on the thread's first such allocation and
+ * destroyed with the thread; objects freed by that thread go back into
+ * it, and by other threads straight to the arena. */
+static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+static void tcache_destroy(void *arg) {
+	unsigned id = (unsigned)(uintptr_t)arg - 1;
+	tcache_id = 0;
+	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
+}
+
+static void tcache_key_init(void) {
+	pthread_key_create(&tcache_key, tcache_destroy);
+}
+
+void *hp_huge_small(size_t size, bool zero) {
+	if (!started())
+		return NULL;
+	if (hp_unlikely(tcache_id == 0)) {
+		unsigned id;
+		size_t sz = sizeof id;
+		pthread_once(&tcache_once, tcache_key_init);
+		if (hp_je_mallctl("tcache.create", &id, &sz, NULL, 0) != 0)
+			return NULL;
+		tcache_id = id + 1;
+		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
+	}
+	return hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
+	    MALLOCX_TCACHE(tcache_id - 1) | (zero ? MALLOCX_ZERO : 0));
+}
+
+void hp_huge_free(void *p) {
+	hp_assert(hp_region_contains(p));
+	hp_je_dallocx(p, tcache_id != 0 ? MALLOCX_TCACHE(tcache_id - 1) :
+	    MALLOCX_TCACHE_NONE);
+}
+
+void *hp_huge_realloc(void *p, size_t size) {
+	void *q = size > PTRDIFF_MAX ? NULL : hp_je_rallocx(p, size, huge_flags);
+	if (q == NULL)
+		errno = ENOMEM;
+	return q;
+}

@@ -1,0 +1,82 @@
+/* The huge layer (src/huge/README): the 2 MiB-aligned reservation, its
+ * pages' states and counters, and the jemalloc arena over it. */
+#ifndef HP_HUGE_H
+#define HP_HUGE_H
+
+#include "base/base.h"
+#include "pages/pages.h"
+#include "je/je.h"
+
+#pragma GCC visibility push(hidden)
+
+/* region.c: the huge-class reservation and its per-2 MiB page state. The
+ * reservation also holds the sample zone (sample.c) after the region:
+ * together they are the owned range, which free() tests first. */
+extern hp_region_t hp_region;
+extern uintptr_t hp_owned_base;         /* UINTPTR_MAX until reserved */
+extern size_t hp_owned_size;
+/* free()'s one compare. The reservation is made first thing at start-up,
+ * top-down below what the loader mapped, so the program's heap, mapped
+ * after it, lies below it: only the rare object above it (say, in a gap
+ * between libraries) takes the exact test, hp_owned(). */
+static inline bool hp_maybe_owned(const void *p) {
+	return (uintptr_t)p >= hp_owned_base;
+}
+static inline bool hp_owned(const void *p) {
+	return (uintptr_t)p - hp_owned_base < hp_owned_size;
+}
+bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
+    uintptr_t *ll, size_t *ll_size, uintptr_t *zone, size_t *zone_size);
+bool hp_region_owns(const void *addr, size_t len);
+void *hp_region_alloc(size_t size, size_t align, bool commit);
+void hp_region_release(void *addr, size_t len);
+bool hp_region_reuse(void *addr, size_t len);
+void hp_region_scan(hp_arena_stats_t *a);
+/* A page's state as resident.c needs it. */
+typedef struct {
+	uint64_t held[HP_SUBWORDS];   /* 4 KiB parts jemalloc holds */
+	uint16_t nheld;
+	bool may_be_huge;             /* THP not split, or hugetlb */
+} hp_page_view_t;
+uintptr_t hp_region_mapped_end(void);
+/* Views of the pages first + i, i each bit of pages (at most 64). */
+void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v);
+/* resident.c: the huge class's resident parts as the kernel holds them,
+ * into a's resident, in_use, stranded, free_resident and resident_huge
+ * fields; false (a untouched) if the kernel could not be asked. */
+bool hp_resident_scan(hp_arena_stats_t *a);
+uint64_t hp_region_timing(bool on);
+size_t hp_region_enforce(size_t limit);
+void hp_region_prefork(void);
+/* Fork copies these 2 MiB hugetlb pages outside the region too, when the
+ * pool could not back both sides (the long-lived class's pool arena). */
+void hp_region_fork_also(uintptr_t addr, size_t len);
+void hp_region_postfork_parent(void);
+void hp_region_postfork_child(void);
+static inline bool hp_region_contains(const void *p) {
+	return (uintptr_t)p - hp_region.base < hp_region.size;
+}
+
+/* huge.c: the huge class, a jemalloc arena over the reservation. */
+bool hp_huge_init(const hp_conf_t *c);
+void *hp_huge_alloc(size_t size, size_t align, bool zero);
+void *hp_huge_realloc(void *p, size_t size);
+void hp_huge_atfork_child(void);
+/* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
+unsigned hp_huge_arena(void);
+/* A small object of a promoted site, on huge pages (a per-thread tcache);
+ * NULL if the huge class cannot take it. */
+void *hp_huge_small(size_t size, bool zero);
+/* Called once when the huge class first needs its threads, after
+ * jemalloc's background threads are on: start-up (core/init.c) sets it
+ * to start the maintenance thread. */
+extern void (*hp_huge_on_threads)(void);
+/* Starts the huge class's threads, for a class that uses huge pages
+ * without the huge arena (the long-lived class). */
+void hp_huge_start_threads(void);
+/* Frees an object of the region (free()'s owned-range path). */
+void hp_huge_free(void *p);
+
+#pragma GCC visibility pop
+
+#endif

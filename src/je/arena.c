@@ -1,0 +1,55 @@
+/*
+ * The library's own jemalloc arenas: made over a class's extent hooks
+ * (the huge class's, huge/huge.c; the sample zone's, lifetime/sample.c),
+ * their metadata kept off those hooks, and their decay set.
+ */
+#include <stdio.h>
+#include <sys/types.h>
+#include "je/je.h"
+
+static int arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
+	char name[64];
+	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
+	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v);
+}
+
+/* Free pages stay dirty for dirty_ms, then go back (the arenas made here
+ * have no lazy purge, so no muzzy state); muzzy -1 also turns off
+ * jemalloc's eager purge of freed extents over oversize_threshold. 0, or
+ * jemalloc's error number. */
+int hp_arena_decay(unsigned ind, long dirty_ms) {
+	int err = arena_set_ssize(ind, "dirty_decay_ms", dirty_ms);
+	return err ? err : arena_set_ssize(ind, "muzzy_decay_ms", -1);
+}
+
+/* An arena over hooks, its metadata on jemalloc's own 4 KiB pages (thp:never
+ * advises them so): jemalloc 5.3's experimental.arenas_create_ext, whose
+ * argument is this struct (its arena_config_t; scripts/embed-jemalloc
+ * checks the version). With the metadata on the hooks, every arena would
+ * hold a 2 MiB block of it, and the hooks could not tell it from data. */
+unsigned hp_arena_create(extent_hooks_t *hooks, const char **why) {
+	struct {
+		extent_hooks_t *extent_hooks;
+		bool metadata_use_hooks;
+	} config = {hooks, false};
+	unsigned ind, n;
+	size_t sz = sizeof ind;
+	/* With every index taken (jeconf.c leaves room, but the program may
+	 * have made arenas of its own), jemalloc 5.3's ctl_arena_init would
+	 * still write its stats pointer one slot past its array of them
+	 * before it fails: not asked. (An arena the program destroyed would
+	 * have been reused; it is not, then.) */
+	if (hp_je_mallctl("arenas.narenas", &n, &sz, NULL, 0) == 0 &&
+	    n >= HP_ARENA_INDICES) {
+		*why = "all of jemalloc's arena indices are taken";
+		return HP_NO_ARENA;
+	}
+	int err = hp_je_mallctl("experimental.arenas_create_ext", &ind, &sz,
+	    &config, sizeof config);
+	if (err != 0) {
+		*why = hp_strerror(err);
+		return HP_NO_ARENA;
+	}
+	return ind;
+}
+

@@ -1,0 +1,99 @@
+/*
+ * The je layer (src/je/README): the embedded jemalloc and what the
+ * embedding redirects. jemalloc's public API as linked into this library. The Makefile copies
+ * Debian's libjemalloc_pic.a with its public symbols renamed NAME ->
+ * hp_je_NAME, so the embedded jemalloc exports nothing and is called
+ * directly, without a PLT hop.
+ */
+#ifndef HP_JE_H
+#define HP_JE_H
+
+#include <stddef.h>
+#include <jemalloc/jemalloc.h>   /* extent_hooks_t, MALLOCX_* */
+#include "base/base.h"
+
+#define HP_JE_API __attribute__((visibility("hidden")))
+
+HP_JE_API void *hp_je_malloc(size_t);
+HP_JE_API void *hp_je_calloc(size_t, size_t);
+HP_JE_API void *hp_je_realloc(void *, size_t);
+HP_JE_API void hp_je_free(void *);
+HP_JE_API void *hp_je_memalign(size_t, size_t);
+HP_JE_API int hp_je_posix_memalign(void **, size_t, size_t);
+HP_JE_API size_t hp_je_malloc_usable_size(const void *);
+HP_JE_API void *hp_je_mallocx(size_t, int);
+HP_JE_API void *hp_je_rallocx(void *, size_t, int);
+HP_JE_API size_t hp_je_sallocx(const void *, int);
+HP_JE_API void hp_je_dallocx(void *, int);
+HP_JE_API void hp_je_sdallocx(void *, size_t, int);
+HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
+HP_JE_API size_t hp_je_nallocx(size_t, int);
+HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);
+HP_JE_API int hp_je_mallctlbymib(const size_t *, size_t, void *, size_t *,
+    void *, size_t);
+HP_JE_API int hp_je_mallctl(const char *, void *, size_t *, void *, size_t);
+HP_JE_API void hp_je_malloc_stats_print(void (*)(void *, const char *),
+    void *, const char *);
+/* Its calls of exp, log and round, served by jemath.c (no libm). */
+HP_JE_API double hp_je_exp(double);
+HP_JE_API double hp_je_log(double);
+HP_JE_API double hp_je_round(double);
+/* Read by jemalloc at start-up after MALLOC_CONF, so it has the last word. */
+extern HP_JE_API const char *hp_je_malloc_conf_2_conf_harder;
+
+#pragma GCC visibility push(hidden)
+
+/* jeconf.c: jemalloc's options. The string jemalloc reads last (after the
+ * user's MALLOC_CONF), with one line for each user setting it overrides. */
+const char *hp_jeconf(const hp_conf_t *c);
+/* MALLOC_CONF said background_thread:false: jemalloc's threads stay off. */
+bool hp_jeconf_background_off(void);
+
+
+/* arena.c: the library's own jemalloc arenas over extent hooks. */
+#define HP_NO_ARENA (~0u)
+/* jemalloc 5.3's arena indices (MALLOCX_ARENA_LIMIT: MALLOCX_ARENA keeps 12
+ * bits): its automatic arenas take the lowest narenas of them, its
+ * oversize arena the next, arenas.create the rest in order. The library
+ * makes HP_OWN_ARENAS of them: the huge class's and the sample zone's. */
+#define HP_ARENA_INDICES 4095u
+#define HP_OWN_ARENAS 2u
+/* An arena's decay: dirty_ms, no muzzy state; 0 or jemalloc's error. */
+int hp_arena_decay(unsigned ind, long dirty_ms);
+/* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
+ * jemalloc refuses, with the reason in *why. */
+unsigned hp_arena_create(extent_hooks_t *hooks, const char **why);
+
+/* edata.c: jemalloc's extent descriptors, on pages given back when free.
+ * The build routes jemalloc's edata_cache_get/put here. */
+extern hp_edata_counts_t hp_edata_counts;
+void *hp_edata_get(void *tsdn, void *cache);
+void hp_edata_put(void *tsdn, void *cache, void *edata);
+void hp_edata_trim(void);
+void hp_edata_prefork(void);
+void hp_edata_postfork_parent(void);
+void hp_edata_postfork_child(void);
+
+/* jemap.c: jemalloc's own mappings, and the kernel's view of them. */
+/* Whether [start, end) lies in jemalloc's own mappings and in none of
+ * its bases: the small class's data. */
+bool hp_jemap_data(uintptr_t start, uintptr_t end);
+bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
+    uint64_t *huge, uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
+void hp_jemap_prefork(void);
+void hp_jemap_postfork_parent(void);
+void hp_jemap_postfork_child(void);
+/* collapse.c: the small class's ranges collapsed onto huge pages (at
+ * most 2 MiB each, aligned): true if the kernel collapsed it. jemalloc's
+ * purges there split it first. */
+bool hp_collapse(uintptr_t range);
+void hp_collapse_prefork(void);
+void hp_collapse_postfork_parent(void);
+void hp_collapse_postfork_child(void);
+/* jefork.c: what jemalloc's own fork handlers leave held, made anew. */
+void hp_jefork_child(void);
+
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * Catch-up: the small objects a site allocated while it was being learned.
+ *
+ * A site is promoted lifetime_ms after its first samples; what it
+ * allocated meanwhile stays where it went, in the small class on 4 KiB
+ * pages (about lifetime_ms of its allocation: docs/lifetime.md has the
+ * figures). Each sample of a small size notes where the sampling
+ * thread's next object of that size goes (hp_catchup_probe); when a site
+ * is promoted and its key placed on huge pages, the 2 MiB ranges its live
+ * samples noted are queued here (sample.c), and the maintenance thread
+ * collapses each range that lies in jemalloc's data and is resident
+ * but for at most HOLES pages into one huge page: MADV_HUGEPAGE,
+ * MADV_COLLAPSE, then MADV_NOHUGEPAGE again, so that nothing new faults
+ * in huge there (je/collapse.c). Such a range takes at most 32 KiB (1.6%) more memory as
+ * one huge page (jemalloc leaves a page or two of a range it fills
+ * untouched), and its objects stay where they are.
+ *
+ * Pages mapped to the shared zero page do not count as resident. At most
+ * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the
+ * process's mappings locked); the rest wait for the next.
+ *
+ * je/collapse.c collapses a range, and splits it again before jemalloc
+ * purges part of it.
+ *
+ * jemalloc keeps the small class's address space (its opt.retain), so a
+ * range it held when checked is still its own when advised; with
+ * MALLOC_CONF retain:false, nothing is collapsed (counted as skipped).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include "lifetime/lifetime.h"
+#include "je/je.h"
+#include "base/lock.h"
+
+#define QUEUE    4096            /* a set of 2 MiB ranges waiting: at most
+                                    three quarters full (6 GiB) */
+#define PASS_MAX 512             /* collapsed a pass at most: 1 GiB */
+#define HOLES    8               /* pages of a range that may be missing */
+
+static hp_lock_t lock = HP_LOCK_INIT(HP_RANK_CATCHUP);
+static uintptr_t queue[QUEUE];   /* open addressing, 0 free; under lock */
+static unsigned nqueue;
+
+/* Where this thread's next object of size goes in the small class: the
+ * slot its jemalloc thread cache hands out next (allocated and freed at
+ * once, it is handed out again next). 0 above the slab sizes. */
+uintptr_t hp_catchup_probe(size_t size) {
+	if (size > HP_CATCHUP_MAX_SIZE)
+		return 0;
+	void *q = hp_je_malloc(size ? size : 1);
+	if (q == NULL)
+		return 0;
+	hp_je_free(q);
+	return (uintptr_t)q;
+}
+
+static size_t slot_of(uintptr_t r) {
+	return (size_t)(((r >> 21) * 0x9e3779b97f4a7c15ull) >> 40) &
+	    (QUEUE - 1);
+}
+
+/* Adds range r to the queue, once. Lock held. */
+static void insert(uintptr_t r) {
+	hp_lock_assert_held(&lock);
+	size_t i = slot_of(r);
+	while (queue[i] != 0 && queue[i] != r)
+		i = (i + 1) & (QUEUE - 1);
+	if (queue[i] == r)
+		return;
+	if (nqueue >= QUEUE * 3 / 4) {
+		hp_site_counts.caught_up_dropped++;
+		return;
+	}
+	queue[i] = r;
+	nqueue++;
+}
+
+/* A promoted site's sample noted addr: its 2 MiB range. */
+void hp_catchup_queue(uintptr_t addr) {
+	if (addr == 0)
+		return;
+	hp_lock(&lock);
+	insert(addr & ~(uintptr_t)(HP_HUGE - 1));
+	hp_unlock(&lock);
+}
+
+static int cmp(const void *a, const void *b) {
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* jemalloc keeps the small class's address space unless MALLOC_CONF
+ * says retain:false; without it a range checked could be unmapped and
+ * mapped again by the program before it is advised. */
+static bool retained(void) {
+	static int r = -1;
+	if (r < 0) {
+		bool v = false;
+		size_t sz = sizeof v;
+		r = hp_je_mallctl("opt.retain", &v, &sz, NULL, 0) == 0 && v;
+	}
+	return r == 1;
+}
+
+/* The maintenance thread: collapses what was queued, PASS_MAX ranges a
+ * pass at most (each copies 2 MiB with the program's mappings locked). */
+void hp_catchup_run(void) {
+	static uintptr_t work[QUEUE];   /* the maintenance thread's own */
+	unsigned n = 0;
+	hp_lock(&lock);
+	for (size_t i = 0; i < QUEUE; i++)
+		if (queue[i] != 0) {
+			work[n++] = queue[i];
+			queue[i] = 0;
+		}
+	nqueue = 0;
+	hp_unlock(&lock);
+	/* Not under the lock: qsort may call malloc, and jemalloc's madvise
+	 * takes it. */
+	qsort(work, n, sizeof *work, cmp);
+	if (n > PASS_MAX) {
+		hp_lock(&lock);
+		for (unsigned i = PASS_MAX; i < n; i++)   /* the next pass's */
+			insert(work[i]);
+		hp_unlock(&lock);
+		n = PASS_MAX;
+	}
+	bool go = n > 0 && retained();
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t r = work[i];
+		if (!go || !hp_jemap_data(r, r + HP_HUGE) ||
+		    hp_os_huge_resident(r) < HP_SUBPAGES - HOLES)
+			hp_site_counts.caught_up_skipped++;
+		else if (hp_collapse(r))
+			hp_site_counts.caught_up++;
+		else
+			hp_site_counts.caught_up_failed++;
+	}
+}
+
+void hp_catchup_prefork(void) {
+	hp_lock(&lock);
+}
+
+void hp_catchup_postfork_parent(void) {
+	hp_unlock(&lock);
+}
+
+void hp_catchup_postfork_child(void) {
+	hp_lock_reinit(&lock);
+}

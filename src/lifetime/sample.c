@@ -1,0 +1,437 @@
+#define _GNU_SOURCE
+/*
+ * Sampling allocations to learn their lifetimes.
+ *
+ * Each thread counts down the bytes it allocates (slot.c hands them over,
+ * a slot's credit at a time); when the count runs out, the allocation at
+ * hand is unwound with libunwind and served from the sample zone, a jemalloc
+ * arena of its own over a reserved range of 4 KiB pages. free() knows a
+ * sampled object by its address alone (hp_zone_contains: two compares),
+ * so an unsampled free costs no lookup. A sampled object's record holds
+ * its site and birth time: freed before lifetime_ms it is short-lived;
+ * found still live past lifetime_ms (records are aged a few at a time on
+ * each sampled call) it is long-lived.
+ *
+ * The mean interval is lifetime_sample bytes, drawn uniformly from half to
+ * one and a half times that, per thread, so that a loop's period cannot
+ * alias with it.
+ */
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include "lifetime/lifetime.h"
+#include "base/lock.h"
+#include "je/je.h"
+
+#define HP_SAMPLE_SLOTS 65536               /* live sampled objects, max */
+#define HP_SAMPLE_FIRST 256                 /* slots at least: doubled when
+                                               3/4 full, halved when 1/8 */
+#define HP_AGE_STEP    64                   /* records aged per sampled call */
+
+uintptr_t hp_zone_base;
+size_t hp_zone_size;
+
+typedef struct {
+	uintptr_t ptr;               /* 0: free slot */
+	uint64_t born_ns;
+	uintptr_t near;              /* where the thread's next small object of
+	                                its size went (catchup.c), or 0 */
+	int32_t site;
+	bool long_lived;             /* counted long-lived already */
+} sample_t;
+
+static sample_t *samples;       /* nslots, a power of two */
+static size_t nslots, nsamples, age_cursor;
+static uintptr_t zone_bump, zone_mapped, zone_end;
+static hp_lock_t zone_lock = HP_LOCK_INIT(HP_RANK_ZONE);
+/* The only lock of ours held around dl_iterate_phdr (unwinding, module
+ * checks, profile.c's module list), and around nothing that calls
+ * jemalloc: fork takes it, so no child inherits the loader's lock held,
+ * whatever the order of the fork handlers. An allocation only tries it:
+ * a thread in its own dl_iterate_phdr callback holds the loader's lock,
+ * and must not wait here for a thread that waits for that lock. */
+static hp_lock_t sample_lock = HP_LOCK_INIT(HP_RANK_SAMPLE);
+static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
+static bool learning;
+static uint64_t lifetime_ns;
+static int64_t mean_interval;    /* 0: nothing sampled */
+static unsigned dl_adds;         /* dl_iterate_phdr's count, last seen */
+
+static HP_TLS uint64_t rng;
+HP_TLS bool hp_sample_busy;     /* lifetime.h */
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t next_interval(void) {
+	if (rng == 0)
+		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return mean_interval / 2 + (int64_t)(rng % (uint64_t)mean_interval);
+}
+
+/* ---- the sample zone: a jemalloc arena over its own reservation ------ */
+
+static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+    size_t align, bool *zero, bool *commit, unsigned ind) {
+	(void)h, (void)ind;
+	if (new_addr != NULL)
+		return NULL;
+	hp_lock(&zone_lock);
+	uintptr_t p = (zone_bump + align - 1) & ~(uintptr_t)(align - 1);
+	uintptr_t end = p + size;
+	void *ret = NULL;
+	if (end <= zone_end && end > p) {
+		uintptr_t to = (end + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
+		if (to > zone_end)
+			to = zone_end;
+		if (to <= zone_mapped || hp_os_mprotect((void *)zone_mapped,
+		    to - zone_mapped, PROT_READ | PROT_WRITE) == 0) {
+			if (to > zone_mapped)
+				zone_mapped = to;
+			__atomic_store_n(&zone_bump, end, __ATOMIC_RELEASE);
+			ret = (void *)p;
+		}
+	}
+	hp_unlock(&zone_lock);
+	if (ret != NULL)
+		*zero = *commit = true;
+	return ret;
+}
+
+static bool z_dalloc(extent_hooks_t *h, void *addr, size_t size,
+    bool committed, unsigned ind) {
+	(void)h, (void)addr, (void)size, (void)committed, (void)ind;
+	return true;                 /* refused: jemalloc retains and reuses */
+}
+
+/* A range the zone handed out: the hooks touch nothing else. */
+static bool zone_owns(const void *addr, size_t size) {
+	uintptr_t a = (uintptr_t)addr;
+	uintptr_t bump = __atomic_load_n(&zone_bump, __ATOMIC_ACQUIRE);
+	return a >= hp_zone_base && a < bump && size <= bump - a;
+}
+
+static bool z_purge(extent_hooks_t *h, void *addr, size_t size,
+    size_t offset, size_t length, unsigned ind) {
+	(void)h, (void)ind;
+	if (!zone_owns(addr, size) || offset > size || length > size - offset)
+		return true;
+	return hp_os_madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+}
+
+static bool z_split(extent_hooks_t *h, void *addr, size_t size,
+    size_t size_a, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)size_a, (void)size_b, (void)committed, (void)ind;
+	return !zone_owns(addr, size);
+}
+
+static bool z_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+    void *addr_b, size_t size_b, bool committed, unsigned ind) {
+	(void)h, (void)committed, (void)ind;
+	return !zone_owns(addr_a, size_a) || !zone_owns(addr_b, size_b);
+}
+
+static extent_hooks_t zone_hooks = {
+	.alloc = z_alloc,
+	.dalloc = z_dalloc,
+	.purge_forced = z_purge,     /* MADV_DONTNEED: reads back zero */
+	.split = z_split,
+	.merge = z_merge,
+};
+
+/* The zone is the tail of the region's reservation (region.c), so that
+ * free() tests one range for both. */
+static bool zone_init(uintptr_t base, size_t size, long decay_ms,
+    const char **why) {
+	*why = "no address space for it";
+	if (size == 0)
+		return false;
+	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
+	/* Its first page stays PROT_NONE: a mapping below the zone (the
+	 * long-lived class's top block, read-write MADV_NOHUGEPAGE like the
+	 * zone's when THP is unusable) can never merge with the zone's, which
+	 * would take that block out of the class's range in smaps. */
+	zone_bump = zone_mapped = base + HP_PAGE;
+	zone_end = base + size;
+	hp_zone_base = base;
+	unsigned ind = hp_arena_create(&zone_hooks, why);
+	if (ind == HP_NO_ARENA)
+		return false;
+	hp_arena_decay(ind, decay_ms);
+	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	/* Published last: free() tests pointers against it. */
+	__atomic_store_n(&hp_zone_size, size, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* ---- sampled objects ------------------------------------------------- */
+
+static size_t slot_of(uintptr_t p) {
+	return (size_t)((p * 0x9e3779b97f4a7c15ull) >> 32) & (nslots - 1);
+}
+
+static void insert(const sample_t *s) {
+	size_t i = slot_of(s->ptr);
+	while (samples[i].ptr != 0)
+		i = (i + 1) & (nslots - 1);
+	samples[i] = *s;
+}
+
+/* n slots, in a new mapping: the table's memory follows the number of
+ * live samples, not the most it ever held. Lock held. */
+static bool resize(size_t n) {
+	sample_t *old = samples, *t;
+	size_t o = nslots;
+	if ((t = hp_site_map(n * sizeof *t)) == NULL)
+		return false;
+	samples = t;
+	nslots = n;
+	age_cursor = 0;
+	for (size_t i = 0; i < o; i++)
+		if (old[i].ptr != 0)
+			insert(&old[i]);
+	hp_os_munmap(old, o * sizeof *old);
+	return true;
+}
+
+/* Lock held. */
+static bool record(uintptr_t p, int site, uint64_t t, uintptr_t near) {
+	if (nsamples >= nslots * 3 / 4 && (nslots >= HP_SAMPLE_SLOTS ||
+	    !resize(2 * nslots)))
+		return false;
+	insert(&(sample_t){p, t, near, site, false});
+	nsamples++;
+	hp_sites[site].samples++;
+	hp_sites[site].live++;
+	return true;
+}
+
+/* Removes slot i, shifting back the entries after it (linear probing).
+ * Lock held. */
+static void unrecord(size_t i) {
+	samples[i].ptr = 0;
+	nsamples--;
+	for (size_t j = (i + 1) & (nslots - 1); samples[j].ptr != 0;
+	    j = (j + 1) & (nslots - 1)) {
+		size_t home = slot_of(samples[j].ptr);
+		/* Can j's entry move to the hole at i? Only if its home is not
+		 * cyclically within (i, j]. */
+		bool stays = i <= j ? (home > i && home <= j) :
+		    (home > i || home <= j);
+		if (!stays) {
+			samples[i] = samples[j];
+			samples[j].ptr = 0;
+			i = j;
+		}
+	}
+}
+
+/* Whether the site's allocations go to huge pages: it is promoted and
+ * its key placed. Lock held. */
+static bool placed(int site) {
+	return hp_sites[site].promoted && hp_key_on[hp_sites[site].key];
+}
+
+/* A sampled object's outcome; when it places its site on huge pages, the
+ * small-class ranges the site's live samples noted are queued for
+ * catch-up: what the site allocated while it was learned. Lock held. */
+static void outcome(int site, bool long_lived, uint64_t life_ns) {
+	bool was = placed(site);
+	hp_site_outcome(site, long_lived, life_ns);
+	if (was || !placed(site))
+		return;
+	for (size_t i = 0; i < nslots; i++)
+		if (samples[i].ptr != 0 && samples[i].site == site)
+			hp_catchup_queue(samples[i].near);
+}
+
+/* Counts records older than lifetime_ms as long-lived, a few per call.
+ * Lock held. */
+static void age(uint64_t t) {
+	for (unsigned n = 0; n < HP_AGE_STEP; n++) {
+		sample_t *s = &samples[age_cursor];
+		age_cursor = (age_cursor + 1) & (nslots - 1);
+		if (s->ptr != 0 && !s->long_lived && t - s->born_ns >= lifetime_ns) {
+			s->long_lived = true;
+			outcome(s->site, true, t - s->born_ns);
+		}
+	}
+}
+
+/* frames: the site, unwound under sample_lock. Out of line, so that the
+ * promoted path (core/route.c) keeps a small frame. */
+static __attribute__((noinline)) void *sample(size_t size,
+    const uintptr_t *frames, unsigned n, bool zero) {
+	void *p = hp_je_mallocx(size ? size : 1, zone_flags |
+	    (zero ? MALLOCX_ZERO : 0));
+	if (p == NULL)
+		return NULL;
+	uintptr_t near = hp_catchup_probe(size);
+	hp_site_lock();
+	uint64_t t = now_ns();       /* under the lock: records age in order */
+	int site = hp_site_get(frames, n);
+	bool kept = site >= 0 && record((uintptr_t)p, site, t, near);
+	if (kept)
+		hp_site_counts.samples++;
+	else if (site >= 0)              /* the sample table could not grow */
+		hp_site_counts.sites_dropped++;
+	age(t);
+	hp_site_unlock();
+	if (!kept) {                 /* untracked: must not stay in the zone */
+		hp_je_dallocx(p, zone_flags);
+		return NULL;
+	}
+	return p;
+}
+
+/* In replay mode nothing is sampled, but the sample counter still paces a
+ * cheap check for modules loaded since (dlopen), whose profile entries then
+ * apply. */
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+static void check_new_modules(void) {
+	unsigned long long adds = 0;
+	dl_iterate_phdr(count_adds, &adds);
+	if ((unsigned)adds != __atomic_load_n(&dl_adds, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&dl_adds, (unsigned)adds, __ATOMIC_RELAXED);
+		hp_profile_resolve();
+	}
+}
+
+/* Bytes to this thread's next sample. It starts at 0, so the first call
+ * only draws the first interval: sampling it would unwind every thread
+ * that allocates, even once. */
+static HP_TLS int64_t budget;
+static HP_TLS bool armed;
+
+/* The budget ran out: the next interval, and this allocation sampled
+ * (or NULL). Out of line, as sample(). */
+static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
+    bool zero) {
+	void *p = NULL;
+	budget = next_interval();
+	bool first = !armed;
+	armed = true;
+	/* Inside the sampler (hp_sample_busy), a nested allocation only
+	 * restarts the count; with sample_lock busy, this interval goes
+	 * unsampled (see the lock). */
+	if (!hp_sample_busy && !first && hp_trylock(&sample_lock)) {
+		hp_sample_busy = true;
+		check_new_modules();
+		uintptr_t frames[HP_SITE_DEPTH];
+		bool go = learning && hp_zone_size != 0;
+		unsigned n = go ? hp_unwind_frames(ret, frames) : 0;
+		hp_unlock(&sample_lock);
+		if (go)
+			p = sample(size, frames, n, zero);
+		hp_sample_busy = false;
+	}
+	return p;
+}
+
+void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
+	if (mean_interval > 0 && (budget -= (int64_t)used) < 0)
+		return sample_due(size, ret, zero);
+	return NULL;
+}
+
+/* Ends a sampled object's record: its lifetime decides. */
+static void end_sample(uintptr_t p) {
+	hp_site_lock();
+	uint64_t t = now_ns();
+	size_t i = slot_of(p);
+	while (samples[i].ptr != 0 && samples[i].ptr != p)
+		i = (i + 1) & (nslots - 1);
+	if (samples[i].ptr == p) {
+		sample_t s = samples[i];
+		uint64_t life = t - s.born_ns;
+		hp_sites[s.site].live--;
+		if (s.long_lived)
+			hp_site_freed_long(s.site, life);
+		else
+			outcome(s.site, life >= lifetime_ns, life);
+		unrecord(i);
+		if (nslots > HP_SAMPLE_FIRST && nsamples < nslots / 8)
+			resize(nslots / 2);  /* on failure, the old one serves */
+	}
+	age(t);
+	hp_site_unlock();
+}
+
+void hp_sample_free(void *p) {
+	end_sample((uintptr_t)p);
+	hp_je_dallocx(p, zone_flags);
+}
+
+/* Neither lock is held across a jemalloc call, so these may run before or
+ * after jemalloc's own fork handlers. zone_lock is only taken inside
+ * jemalloc's extent calls, which its prefork has drained; the child just
+ * resets it. */
+static void lt_prefork(void) {
+	hp_lock(&sample_lock);
+	hp_site_lock();
+}
+
+static void lt_postfork_parent(void) {
+	hp_site_unlock();
+	hp_unlock(&sample_lock);
+}
+
+static void lt_postfork_child(void) {
+	hp_lock_reinit(&sample_lock);
+	hp_lock_reinit(&zone_lock);
+	hp_site_atfork_child();
+}
+
+bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
+	if (c->lifetime == HP_LIFETIME_OFF)
+		return true;
+	nslots = HP_SAMPLE_FIRST;
+	samples = hp_site_map(nslots * sizeof *samples);
+	if (samples == NULL || !hp_site_init()) {
+		hp_log("could not map the site tables (%s); lifetime learning "
+		    "is off", hp_strerror(errno));
+		return false;
+	}
+	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
+	mean_interval = (int64_t)c->lifetime_sample;
+	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
+	learning = c->lifetime == HP_LIFETIME_LEARN;
+	hp_lock(&sample_lock);    /* the profile's module list */
+	bool loaded = c->lifetime_profile[0] != '\0' &&
+	    hp_profile_load(c->lifetime_profile);
+	hp_unlock(&sample_lock);
+	if (c->lifetime == HP_LIFETIME_REPLAY && !loaded) {
+		/* A bad profile has said so already, in one line. */
+		if (c->lifetime_profile[0] == '\0')
+			hp_log("lifetime:replay without lifetime_profile; sites "
+			    "are learned instead");
+		learning = true;
+	}
+	unsigned long long adds = 0;
+	dl_iterate_phdr(count_adds, &adds);
+	dl_adds = (unsigned)adds;
+	const char *why;
+	if (learning && !hp_unwind_init(&why)) {
+		hp_log("lifetime learning is off: stacks cannot be unwound "
+		    "without descriptors here (%s)", why);
+		learning = false;
+	}
+	if (learning && !zone_init(zone, zone_size, c->decay_ms, &why)) {
+		hp_log("could not make the sample zone's arena (%s); lifetime "
+		    "learning is off", why);
+		learning = false;
+	}
+	return true;
+}

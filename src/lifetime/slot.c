@@ -1,0 +1,81 @@
+/*
+ * The fast path's one test: per-thread byte credits, one per slot, a slot
+ * being the low byte of the malloc call's return address.
+ *
+ * malloc and calloc subtract the request from their slot's credit and go
+ * on to jemalloc while it stays above zero (api/entry.c). A credit never
+ * exceeds large_threshold - 1, so the same test sends every huge-class
+ * request to the slow path (core/route.c); and it is at most a quarter of
+ * the mean sampling interval, so this slow path also paces sampling. A
+ * slot that some promoted key falls in is given no credit: every call of
+ * that slot comes here and is looked up by its return address, and every
+ * other slot stays on the fast path whatever is promoted. So an unpromoted
+ * site pays for a promotion elsewhere only if it shares the promoted key's
+ * low byte (one slot in 256 per promoted key), and a promoted site is
+ * looked up within one credit, less than a sampling interval, of its own
+ * allocations.
+ *
+ * Before start-up is done every credit is 0, so the first allocation
+ * takes the slow path (core/route.c) and starts the library.
+ */
+#include <stdint.h>
+#include "lifetime/lifetime.h"
+
+/* Named by SLOT_TAKE's asm, which link-time optimisation does not see:
+ * "used" keeps it under its name. */
+__attribute__((used)) HP_TLS uint64_t hp_slots[HP_SLOTS];
+/* Slots this thread has credited (the rest hold 0). */
+static HP_TLS uint64_t credited[HP_SLOTS / 64];
+/* Promoted keys per slot, from site.c; written under the site lock. */
+static uint16_t slot_keys[HP_SLOTS];
+static uint64_t credit;          /* per slot, set once at start-up */
+
+HP_STATIC_ASSERT(HP_SLOTS == 256, "a slot is the return address's low byte");
+
+/* threshold: hp_threshold (SIZE_MAX without the huge class); pace: the
+ * mean sampling interval, or 0 when nothing is sampled. */
+void hp_slot_init(size_t threshold, size_t pace) {
+	uint64_t c = threshold - 1;
+	if (c > (uint64_t)1 << 62)   /* any request above takes the slow
+	                                path, which fails it as jemalloc would */
+		c = (uint64_t)1 << 62;
+	if (pace != 0 && pace / 4 < c)
+		c = pace / 4 ? pace / 4 : 1;
+	__atomic_store_n(&credit, c, __ATOMIC_RELAXED);
+}
+
+/* A key was placed on huge pages (on) or taken off. Site lock held. */
+void hp_slot_pin(uintptr_t key, bool on) {
+	uint16_t *n = &slot_keys[(uint8_t)key];
+	hp_assert(on || *n > 0);
+	__atomic_store_n(n, *n + (on ? 1 : -1), __ATOMIC_RELAXED);
+}
+
+/* The fast path took size from slot i and found it run out: the credit
+ * starts again (none for a pinned slot, whose every call comes back to be
+ * looked up). Returns the bytes the slot served since it was last
+ * credited, this call's included: the sampler's count. */
+uint64_t hp_slot_refill(unsigned i, size_t size, bool *pinned) {
+	hp_assert(i < HP_SLOTS);
+	uint64_t bit = (uint64_t)1 << (i % 64), *word = &credited[i / 64];
+	/* The credit before this call: the fast path took size from it. */
+	uint64_t left = hp_slots[i] + size;
+	uint64_t c = credit;
+	uint64_t used = size + ((*word & bit) && left < c ? c - left : 0);
+	*pinned = __atomic_load_n(&slot_keys[i], __ATOMIC_RELAXED) != 0;
+	if (*pinned) {
+		hp_slots[i] = 0;
+		*word &= ~bit;
+	} else {
+		hp_slots[i] = c;
+		*word |= bit;
+	}
+	hp_assert(hp_slots[i] <= c);
+	return used;
+}
+
+/* The request goes elsewhere (start-up, the huge class): the slot gets
+ * back what the fast path took, and its credit stands as it was. */
+void hp_slot_undo(unsigned i, size_t size) {
+	hp_slots[i] += size;
+}
