@@ -131,7 +131,7 @@ HP_EXPORT int malloc_trim(size_t pad) {
 	if (!hp_init())
 		return 0;
 	int saved = errno;
-	int ret = hp_purge_all();
+	int ret = hp_trim_all();
 	errno = saved;
 	return ret;
 }

@@ -29,7 +29,7 @@ typedef struct {
 static info_t info(void) {
 	hp_heap_t h = {0};
 	if (hp_init())
-		hp_heap_totals(&h);
+		hp_stats_heap_totals(&h);
 	info_t i = {0};
 	i.arena = h.small_active;
 	i.uordblks = h.small_live;

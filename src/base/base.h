@@ -34,12 +34,12 @@ void hp_assert_fail(const char *expr, const char *file, int line,
  * it (os.c). Without it, the words that are most often all clear or all
  * set take no count. The asm is volatile so that gcc never moves it
  * ahead of its test, onto a CPU without the instruction. */
-extern bool hp_have_popcnt;
+extern bool hp_os_have_popcnt;
 static inline unsigned hp_popcount64(uint64_t x) {
 #ifdef __POPCNT__
 	return (unsigned)__builtin_popcountll(x);
 #else
-	if (hp_likely(hp_have_popcnt)) {
+	if (hp_likely(hp_os_have_popcnt)) {
 		uint64_t r;
 		__asm__ volatile("popcnt %1, %0" : "=r"(r) : "rm"(x) : "cc");
 		return (unsigned)r;
@@ -70,7 +70,7 @@ typedef void (*hp_conf_item_t)(void *ctx, const char *k, size_t klen,
     const char *v, size_t vlen);
 void hp_conf_each(const char *s, hp_conf_item_t item, void (*bad)(void *ctx,
     const char *it, size_t len), void *ctx);
-bool hp_parse_size(const char *s, size_t len, size_t *out);
+bool hp_conf_parse_size(const char *s, size_t len, size_t *out);
 /* path with "%p" made the process id, into out (n bytes). */
 void hp_conf_path(const char *path, char *out, size_t n);
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n);
@@ -104,7 +104,7 @@ const char *hp_strerror(int err);
 /* This thread's mmap calls are the library's own (libmimalloc's, while
  * it sets up): the exported mmap family passes them straight on. */
 extern HP_TLS bool hp_os_own_maps;
-/* What the CPU has (hp_have_popcnt), once, first thing at start-up. */
+/* What the CPU has (hp_os_have_popcnt), once, first thing at start-up. */
 void hp_os_probe_cpu(void);
 /* The memory system calls, made directly (not through the library's own
  * exported mmap family); as the libc functions, -1 or MAP_FAILED and
@@ -139,26 +139,26 @@ int hp_os_ftruncate(int fd, off_t len);
 int hp_os_flock(int fd, int op);
 void *hp_os_sbrk(intptr_t increment);
 unsigned hp_os_cpus(void);
-int hp_fd_high(int fd);
-int hp_open(const char *path, int flags, int mode);
-/* open(2) and syscall(2) whose descriptors are treated as hp_open's. */
-int hp_open_va(const char *path, int flags, ...);
-void hp_va_longs(va_list ap, long a[6]);     /* six syscall arguments */
-long hp_syscall_fds(long nr, const long a[6]);
+int hp_os_fd_high(int fd);
+int hp_os_open(const char *path, int flags, int mode);
+/* open(2) and syscall(2) whose descriptors are treated as hp_os_open's. */
+int hp_os_open_va(const char *path, int flags, ...);
+void hp_os_va_longs(va_list ap, long a[6]);     /* six syscall arguments */
+long hp_os_syscall_fds(long nr, const long a[6]);
 /* Up to n - 1 bytes of a small file, NUL-terminated; -1 if unreadable. */
-ssize_t hp_read_file(const char *path, char *buf, size_t n);
-long hp_read_long(const char *path);     /* -1 if unreadable */
+ssize_t hp_os_read_file(const char *path, char *buf, size_t n);
+long hp_os_read_long(const char *path);     /* -1 if unreadable */
 /* Whether the page at addr is this process's alone (pagemap's exclusive
  * bit, read from fd, /proc/self/pagemap; a page not present is shared
  * with no one): 1, 0, or -1 if unreadable. */
 int hp_os_page_exclusive(int fd, uintptr_t addr);
 /* len bytes of new anonymous memory at an align-aligned address (a power
  * of two), or NULL; flags are added to MAP_PRIVATE | MAP_ANONYMOUS. */
-void *hp_map_aligned(size_t len, size_t align, int prot, int flags);
+void *hp_os_map_aligned(size_t len, size_t align, int prot, int flags);
 /* A PROT_NONE reservation of want bytes, align-aligned, halved until the
  * kernel grants it (ulimit -v, valgrind), down to min. Its size in *got;
  * NULL if not even min was granted. */
-void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+void *hp_os_reserve(size_t want, size_t min, size_t align, int flags,
     size_t *got);
 /* The kernel's resident runs of [start, end), in address order, each on
  * huge pages or not; huge_ok says the range is huge-backed, for kernels

@@ -61,7 +61,7 @@ void hp_conf_path(const char *path, char *out, size_t n) {
 }
 
 /* "<digits>[k|m|g|t]", case-insensitive suffix, no overflow. */
-bool hp_parse_size(const char *s, size_t len, size_t *out) {
+bool hp_conf_parse_size(const char *s, size_t len, size_t *out) {
 	size_t v = 0, i = 0;
 	if (len == 0)
 		return false;
@@ -92,7 +92,7 @@ bool hp_parse_size(const char *s, size_t len, size_t *out) {
 static bool parse_long(const char *s, size_t len, long *out) {
 	bool neg = len > 0 && s[0] == '-';
 	size_t v;
-	if (!hp_parse_size(s + neg, len - neg, &v) || len - neg == 0)
+	if (!hp_conf_parse_size(s + neg, len - neg, &v) || len - neg == 0)
 		return false;
 	for (size_t i = neg; i < len; i++)      /* no suffixes on numbers */
 		if (s[i] < '0' || s[i] > '9')
@@ -152,7 +152,7 @@ static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
 static bool size_in(const char *v, size_t vlen, size_t min, size_t max,
     size_t *out) {
 	size_t n;
-	if (!hp_parse_size(v, vlen, &n) || n < min || n > max)
+	if (!hp_conf_parse_size(v, vlen, &n) || n < min || n > max)
 		return false;
 	*out = n;
 	return true;
@@ -286,10 +286,10 @@ static bool set_value(hp_conf_t *c, const hp_option_t *o, const char *v,
 		return true;
 	case K_STRAND:
 		if (vlen > 1 && v[vlen - 1] == '%' &&
-		    hp_parse_size(v, vlen - 1, &n) && n <= 100 &&
+		    hp_conf_parse_size(v, vlen - 1, &n) && n <= 100 &&
 		    v[vlen - 2] >= '0' && v[vlen - 2] <= '9') {
 			c->strand_pct = true;
-		} else if (hp_parse_size(v, vlen, &n)) {
+		} else if (hp_conf_parse_size(v, vlen, &n)) {
 			c->strand_pct = false;
 		} else {
 			return false;

@@ -24,12 +24,12 @@
 int hp_je_creat(const char *path, mode_t mode);
 long hp_je_syscall(long nr, ...);
 
-bool hp_have_popcnt;
+bool hp_os_have_popcnt;
 HP_TLS bool hp_os_own_maps;
 
 void hp_os_probe_cpu(void) {
 	__builtin_cpu_init();        /* a constructor may be the first caller */
-	hp_have_popcnt = __builtin_cpu_supports("popcnt");
+	hp_os_have_popcnt = __builtin_cpu_supports("popcnt");
 }
 
 /*
@@ -130,7 +130,7 @@ unsigned hp_os_cpus(void) {
 
 /* fd moved to a number of at least 3 (close-on-exec); -1 on failure, with
  * fd closed either way. */
-int hp_fd_high(int fd) {
+int hp_os_fd_high(int fd) {
 	if (fd < 0 || fd > STDERR_FILENO)
 		return fd;
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
@@ -138,14 +138,14 @@ int hp_fd_high(int fd) {
 	return high;
 }
 
-int hp_open(const char *path, int flags, int mode) {
-	return hp_fd_high(open(path, flags | O_CLOEXEC, mode));
+int hp_os_open(const char *path, int flags, int mode) {
+	return hp_os_fd_high(open(path, flags | O_CLOEXEC, mode));
 }
 
-/* open(2) and syscall(2) with hp_open's treatment of the descriptors they
+/* open(2) and syscall(2) with hp_os_open's treatment of the descriptors they
  * return: for the embedded jemalloc (scripts/embed-jemalloc renames its
  * calls of open, creat and syscall to these) and libunwind (unwind.c). */
-int hp_open_va(const char *path, int flags, ...) {
+int hp_os_open_va(const char *path, int flags, ...) {
 	int mode = 0;
 	if (flags & (O_CREAT | O_TMPFILE)) {
 		va_list ap;
@@ -153,22 +153,22 @@ int hp_open_va(const char *path, int flags, ...) {
 		mode = va_arg(ap, int);
 		va_end(ap);
 	}
-	return hp_open(path, flags, mode);
+	return hp_os_open(path, flags, mode);
 }
 
 HP_JE_OS int hp_je_creat(const char *path, mode_t mode) {
-	return hp_open(path, O_WRONLY | O_CREAT | O_TRUNC, (int)mode);
+	return hp_os_open(path, O_WRONLY | O_CREAT | O_TRUNC, (int)mode);
 }
 
-void hp_va_longs(va_list ap, long a[6]) {
+void hp_os_va_longs(va_list ap, long a[6]) {
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 }
 
-long hp_syscall_fds(long nr, const long a[6]) {
+long hp_os_syscall_fds(long nr, const long a[6]) {
 	long r = syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	if (nr == SYS_open || nr == SYS_openat)
-		r = hp_fd_high((int)r);
+		r = hp_os_fd_high((int)r);
 	return r;
 }
 
@@ -176,13 +176,13 @@ HP_JE_OS long hp_je_syscall(long nr, ...) {
 	long a[6];
 	va_list ap;
 	va_start(ap, nr);
-	hp_va_longs(ap, a);
+	hp_os_va_longs(ap, a);
 	va_end(ap);
-	return hp_syscall_fds(nr, a);
+	return hp_os_syscall_fds(nr, a);
 }
 
-ssize_t hp_read_file(const char *path, char *buf, size_t n) {
-	int fd = hp_open(path, O_RDONLY, 0);
+ssize_t hp_os_read_file(const char *path, char *buf, size_t n) {
+	int fd = hp_os_open(path, O_RDONLY, 0);
 	if (fd < 0)
 		return -1;
 	ssize_t got = 0, r;
@@ -194,9 +194,9 @@ ssize_t hp_read_file(const char *path, char *buf, size_t n) {
 	return got;
 }
 
-long hp_read_long(const char *path) {
+long hp_os_read_long(const char *path) {
 	char buf[32];
-	return hp_read_file(path, buf, sizeof buf) > 0 ?
+	return hp_os_read_file(path, buf, sizeof buf) > 0 ?
 	    strtol(buf, NULL, 10) : -1;
 }
 
@@ -208,7 +208,7 @@ int hp_os_page_exclusive(int fd, uintptr_t addr) {
 	return !(e >> 63 & 1) || (e >> 56 & 1);     /* not there: not shared */
 }
 
-void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
+void *hp_os_map_aligned(size_t len, size_t align, int prot, int flags) {
 	if (len > SIZE_MAX - align)
 		return NULL;
 	char *raw = hp_os_mmap(NULL, len + align, prot, MAP_PRIVATE | MAP_ANONYMOUS |
@@ -226,7 +226,7 @@ void *hp_map_aligned(size_t len, size_t align, int prot, int flags) {
  * space only): mappings made later go below it (the kernel places them
  * top-down) instead of into a gap just above, where free()'s one compare
  * (hp_maybe_owned) would send their objects to the exact test. */
-void *hp_reserve(size_t want, size_t min, size_t align, int flags,
+void *hp_os_reserve(size_t want, size_t min, size_t align, int flags,
     size_t *got) {
 	for (size_t size = want; size >= min; size >>= 1) {
 		if (size > SIZE_MAX - align)
@@ -331,7 +331,7 @@ static bool resident(uintptr_t start, uintptr_t end, bool huge_ok,
     hp_resident_fn fn, void *ctx, hp_pm_region_t *pm, size_t npm,
     unsigned char *in, size_t nin) {
 	if (!__atomic_load_n(&pm_scan_broken, __ATOMIC_RELAXED)) {
-		int fd = hp_open("/proc/self/pagemap", O_RDONLY, 0);
+		int fd = hp_os_open("/proc/self/pagemap", O_RDONLY, 0);
 		bool ok = fd >= 0 && resident_scan(fd, start, end, pm, npm, fn,
 		    ctx);
 		int err = errno;

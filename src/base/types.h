@@ -156,7 +156,7 @@ typedef struct {
 	                            since it was last ours alone (region.c) */
 } hp_hpage_t;
 
-/* The heap now, as jemalloc counts it (stats.c hp_heap_totals): what the
+/* The heap now, as jemalloc counts it (stats.c hp_stats_heap_totals): what the
  * allocator extension APIs report. Bytes, but huge_count. */
 typedef struct {
 	uint64_t small_live;         /* allocated, small class */

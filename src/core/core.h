@@ -41,7 +41,7 @@ bool hp_stats_last(hp_stats_t *out);
 /* When this process started (or forked), CLOCK_REALTIME. */
 uint64_t hp_stats_started_ns(void);
 void hp_stats_atfork_child(void);
-void hp_heap_totals(hp_heap_t *h);
+void hp_stats_heap_totals(hp_heap_t *h);
 
 
 /* maint.c: the maintenance thread. */
@@ -49,7 +49,7 @@ void hp_maint_start(void);
 void hp_maint_atfork_child(void);
 
 /* trim.c: malloc_trim's purge of every class. */
-int hp_purge_all(void);
+int hp_trim_all(void);
 
 #pragma GCC visibility pop
 

@@ -35,7 +35,7 @@ static void to_fd(void *ctx, const char *s, size_t n) {
 static uint64_t run_start_ns(void) {
 	char path[48], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)getpgrp());
-	ssize_t n = hp_read_file(path, buf, sizeof buf);
+	ssize_t n = hp_os_read_file(path, buf, sizeof buf);
 	const char *p = n > 0 ? strrchr(buf, ')') : NULL;
 	unsigned long long ticks = 0;
 	/* Field 22, starttime; the fields after the name's ')' start at 3. */
@@ -98,7 +98,7 @@ static int shared_blocks(int fd) {
  * process that finds one other's there. Locked until closed, so that
  * processes exiting at once take turns. */
 static int open_stats_file(const char *path) {
-	int fd = hp_open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
+	int fd = hp_os_open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
 	if (fd < 0)
 		return -1;
 	hp_os_flock(fd, LOCK_EX);

@@ -63,7 +63,7 @@ static void open_page(void) {
 	int fd = hp_os_memfd_create(HP_STATS_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
 	if (fd < 0 && errno == EINVAL)
 		fd = hp_os_memfd_create(HP_STATS_NAME, MFD_CLOEXEC);
-	fd = hp_fd_high(fd);
+	fd = hp_os_fd_high(fd);
 	void *p = MAP_FAILED;
 	if (fd >= 0 && hp_os_ftruncate(fd, HP_PAGE) == 0)
 		p = hp_os_mmap(NULL, HP_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -121,7 +121,7 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 /* The heap as jemalloc counts it now, for the allocator extension APIs
  * (api/mallinfo.c, which starts the library first): one epoch, then both
  * classes. */
-void hp_heap_totals(hp_heap_t *h) {
+void hp_stats_heap_totals(hp_heap_t *h) {
 	memset(h, 0, sizeof *h);
 	uint64_t epoch = 1, small_live = 0, huge_live = 0, nmalloc = 0,
 	    ndalloc = 0, all_pactive = 0, huge_pactive = 0, all_mapped = 0,
@@ -221,10 +221,10 @@ static void collect(hp_stats_t *st) {
 	huge->free_resident_bytes = 0;
 	hp_resident_scan(huge);
 	huge->resident_bytes += meta;
-	huge->fallback_pool_empty = hp_fallbacks.pool_empty;
-	huge->fallback_thp_off = hp_fallbacks.thp_off;
-	huge->fallback_mmap_failed = hp_fallbacks.mmap_failed;
-	huge->hooks_refused = hp_fallbacks.foreign;
+	huge->fallback_pool_empty = hp_backing_fallbacks.pool_empty;
+	huge->fallback_thp_off = hp_backing_fallbacks.thp_off;
+	huge->fallback_mmap_failed = hp_backing_fallbacks.mmap_failed;
+	huge->hooks_refused = hp_backing_fallbacks.foreign;
 	st->strand_limit_bytes = limit_of(huge);
 	st->region_base = hp_region.base;
 	st->region_size = hp_region.size;

@@ -26,7 +26,7 @@ static size_t unused_pages(void) {
  * other threads keep freeing). Returns 1 if there were pages to give
  * back, as glibc does.
  */
-int hp_purge_all(void) {
+int hp_trim_all(void) {
 	hp_je_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
 	size_t unused = unused_pages();
 	for (int i = 0; i < 100; i++) {

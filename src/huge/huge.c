@@ -38,7 +38,7 @@ static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
 static bool foreign(const void *addr, size_t size) {
 	if (hp_likely(hp_region_owns(addr, size)))
 		return false;
-	__atomic_fetch_add(&hp_fallbacks.foreign, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_backing_fallbacks.foreign, 1, __ATOMIC_RELAXED);
 	return true;
 }
 
@@ -223,7 +223,7 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	/* The reservation is full or could not be mapped: the program
 	 * goes on, on 4 KiB pages. */
 	p = hp_je_mallocx(size, shape);
-	__atomic_fetch_add(&hp_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_backing_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
 	if (p == NULL)
 		errno = ENOMEM;
 	else

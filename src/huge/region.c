@@ -83,7 +83,7 @@ bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
 	 * each part as it is made accessible. */
 	size_t align = hp_conf.hugetlb_page == HP_GIB ? HP_GIB : HP_HUGE, got;
 	size_t extra = with_zone ? want / HP_ZONE_SHARE : 0;
-	uintptr_t base = (uintptr_t)hp_reserve(want + extra, HP_RESERVE_MIN +
+	uintptr_t base = (uintptr_t)hp_os_reserve(want + extra, HP_RESERVE_MIN +
 	    HP_RESERVE_MIN / HP_ZONE_SHARE * with_zone, align, 0, &got);
 	if (base == 0)
 		return false;

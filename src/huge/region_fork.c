@@ -77,7 +77,7 @@ static void shared_once_more(uint8_t *sharers) {
  */
 static size_t owed_copies(size_t page, hp_map_t type, bool fresh) {
 	hp_lock_assert_held(&hp_region_lock);
-	int fd = fresh ? hp_open("/proc/self/pagemap", O_RDONLY, 0) : -1;
+	int fd = fresh ? hp_os_open("/proc/self/pagemap", O_RDONLY, 0) : -1;
 	size_t owed = 0;
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
 	    hp += page) {

@@ -138,7 +138,7 @@ static void maps_modules(modlist_t *ml, char *buf, size_t cap) {
 	if (ml->mods == NULL && (ml->mods = hp_site_map(HP_MODULES *
 	    sizeof *ml->mods)) == NULL)
 		return;
-	int fd = hp_open("/proc/self/maps", O_RDONLY, 0);
+	int fd = hp_os_open("/proc/self/maps", O_RDONLY, 0);
 	if (fd < 0)
 		return;
 	size_t have = 0;
@@ -265,8 +265,8 @@ static int write_file(const char *path, const char *tmp, const modlist_t *ml,
 		    (int)(slash - path), path);
 	int err = 0;
 	for (int named = 0; named < 2; named++) {
-		int fd = named ? hp_open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
-		    O_NOFOLLOW, 0644) : hp_open(dir, O_TMPFILE | O_WRONLY, 0644);
+		int fd = named ? hp_os_open(tmp, O_WRONLY | O_CREAT | O_TRUNC |
+		    O_NOFOLLOW, 0644) : hp_os_open(dir, O_TMPFILE | O_WRONLY, 0644);
 		if (fd < 0) {
 			err = errno;
 			continue;
@@ -422,7 +422,7 @@ static const char *parse_line(const char *p, const char *end, entry_t *e) {
 }
 
 bool hp_profile_load(const char *path) {
-	int fd = hp_open(path, O_RDONLY, 0);
+	int fd = hp_os_open(path, O_RDONLY, 0);
 	struct stat st;
 	const char *why = NULL;
 	if (fd < 0 || hp_os_fstat(fd, &st) != 0)

@@ -66,7 +66,7 @@ static long unw_syscall(long nr, ...) {
 	long a[6];
 	va_list ap;
 	va_start(ap, nr);
-	hp_va_longs(ap, a);
+	hp_os_va_longs(ap, a);
 	va_end(ap);
 	if (nr == SYS_write && (int)a[0] == FAKE_WR) {
 		if (readable((const void *)a[1]))
@@ -74,7 +74,7 @@ static long unw_syscall(long nr, ...) {
 		errno = EFAULT;
 		return -1;
 	}
-	return hp_syscall_fds(nr, a);
+	return hp_os_syscall_fds(nr, a);
 }
 
 /* True while hp_unwind_frames has every signal blocked itself, for the
@@ -102,7 +102,7 @@ static const struct {
 	{"pipe2", (void *)unw_pipe2, true},
 	{"read", (void *)unw_read, true},
 	{"syscall", (void *)unw_syscall, true},
-	{"open", (void *)hp_open_va, true},
+	{"open", (void *)hp_os_open_va, true},
 	/* Only where libunwind was built to block signals. */
 	{"sigprocmask", (void *)unw_sigprocmask, false},
 };

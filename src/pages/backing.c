@@ -33,7 +33,7 @@ static bool hugetlb_broken;            /* this kernel cannot move them in */
  * by each maintenance pass (hp_backing_poll), so a pool reserved later
  * is used within maintain_ms. */
 static bool pool_configured;
-hp_fallbacks_t hp_fallbacks;
+hp_backing_fallbacks_t hp_backing_fallbacks;
 /* The region's hugetlb pages by size (hp_backing_watch), read atomically. */
 static const size_t no_pages;
 static const size_t *held_2m = &no_pages, *held_1g = &no_pages;
@@ -62,7 +62,7 @@ static void sysfs_choice(const char *path, char *out, size_t n) {
 	const char *lb, *rb;
 	strncpy(out, "absent", n - 1);
 	out[n - 1] = '\0';
-	if (hp_read_file(path, buf, sizeof buf) <= 0 ||
+	if (hp_os_read_file(path, buf, sizeof buf) <= 0 ||
 	    (lb = strchr(buf, '[')) == NULL || (rb = strchr(lb, ']')) == NULL)
 		return;
 	size_t len = (size_t)(rb - lb - 1) < n - 1 ? (size_t)(rb - lb - 1) : n - 1;
@@ -80,9 +80,9 @@ long hp_backing_pool_avail(size_t page) {
 	strcat(path, kb);
 	size_t dir = strlen(path);
 	strcpy(path + dir, "/free_hugepages");
-	long free_pages = hp_read_long(path);
+	long free_pages = hp_os_read_long(path);
 	strcpy(path + dir, "/resv_hugepages");
-	long resv = hp_read_long(path);
+	long resv = hp_os_read_long(path);
 	return free_pages < 0 || resv < 0 ? 0 : free_pages - resv;
 }
 
@@ -111,7 +111,7 @@ void hp_backing_probe(hp_sys_t *s) {
 	strcpy(path, POOL_DIR);
 	strcat(path, hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
 	strcat(path, "/nr_hugepages");
-	s->pool_total = hp_read_long(path);
+	s->pool_total = hp_os_read_long(path);
 	s->pool_avail = hp_backing_pool_avail(hp_conf.hugetlb_page);
 	__atomic_store_n(&pool_configured, s->pool_total > 0 ||
 	    hp_conf.backing == HP_BACKING_HUGETLB, __ATOMIC_RELAXED);
@@ -137,7 +137,7 @@ void hp_backing_poll(void) {
 		char path[96];
 		snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
 		    hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
-		__atomic_store_n(&pool_configured, hp_read_long(path) > 0,
+		__atomic_store_n(&pool_configured, hp_os_read_long(path) > 0,
 		    __ATOMIC_RELAXED);
 	}
 	since_ms += hp_conf.maintain_ms;
@@ -212,7 +212,7 @@ static void pool_dry(size_t page) {
 	char path[96];
 	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
 	    page == HP_GIB ? "1048576kB" : "2048kB");
-	long total = hp_read_long(path);
+	long total = hp_os_read_long(path);
 	const char *next = thp_usable ? "THP" : "4 KiB pages";
 	if (total > 0)
 		hp_warn_once(&warned_pool, "the %s hugetlb pool (%ld pages) has "
@@ -272,7 +272,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 				*type = HP_MAP_HUGETLB_2M;
 				return take;
 			}
-		__atomic_fetch_add(&hp_fallbacks.pool_empty, 1,
+		__atomic_fetch_add(&hp_backing_fallbacks.pool_empty, 1,
 		    __ATOMIC_RELAXED);
 		if (!cg_bound && (hp_conf.backing == HP_BACKING_HUGETLB ||
 		    held(held_2m)))
@@ -282,7 +282,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		return 0;                /* counted by huge.c's fallback */
 	bool huge = hp_conf.backing != HP_BACKING_NONE && thp_usable;
 	if (hp_conf.backing != HP_BACKING_NONE && !thp_usable)
-		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hp_backing_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
 	if (hp_os_madvise((void *)addr, len, huge ? MADV_HUGEPAGE :
 	    MADV_NOHUGEPAGE) != 0)
 		hp_warn_once(&warned_madvise, "hp_os_madvise(%s) failed (%s); the "
@@ -312,7 +312,7 @@ size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	for (; take >= unit; take = take / 2 / unit * unit)
 		if (map_hugetlb(addr, take, HP_HUGE))
 			return take;
-	__atomic_fetch_add(&hp_fallbacks.pool_empty, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&hp_backing_fallbacks.pool_empty, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -321,7 +321,7 @@ size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 bool hp_backing_advise(uintptr_t addr, size_t len) {
 	bool huge = hp_backing_thp_usable();
 	if (hp_conf.backing != HP_BACKING_NONE && !huge)
-		__atomic_fetch_add(&hp_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hp_backing_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
 	hp_os_madvise((void *)addr, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	return huge;
 }
@@ -346,7 +346,7 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
  * NULL. For fork: see region.c. */
 void *hp_backing_copy(uintptr_t addr, size_t len) {
-	char *copy = hp_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
+	char *copy = hp_os_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
 	if (copy == NULL)
 		return NULL;
 	hp_os_madvise(copy, len, thp_usable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);

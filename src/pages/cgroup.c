@@ -57,7 +57,7 @@ static const char *src_mountinfo = "/proc/self/mountinfo";
 static long read_bytes(const char *dir, const char *size, const char *name) {
 	char path[CG_PATH + 64], buf[32];
 	snprintf(path, sizeof path, "%s/hugetlb.%s.%s", dir, size, name);
-	if (hp_read_file(path, buf, sizeof buf) <= 0)
+	if (hp_os_read_file(path, buf, sizeof buf) <= 0)
 		return -1;
 	if (strncmp(buf, "max", 3) == 0)
 		return LONG_MAX;
@@ -113,7 +113,7 @@ static cg_view_t next;
  * /proc/self/cgroup ("ID:CONTROLLERS:PATH"); false if neither. */
 static bool own_paths(void) {
 	path_v1[0] = path_v2[0] = '\0';
-	if (hp_read_file(src_cgroup, cg_buf, sizeof cg_buf) <= 0)
+	if (hp_os_read_file(src_cgroup, cg_buf, sizeof cg_buf) <= 0)
 		return false;
 	for (char *l = cg_buf, *nl; l && *l; l = nl) {
 		nl = strchr(l, '\n');
@@ -206,7 +206,7 @@ static void mount_line(char *l) {
 
 /* Reads mountinfo a line at a time (it may be large) without allocating. */
 static void scan_mounts(void) {
-	int fd = hp_open(src_mountinfo, O_RDONLY, 0);
+	int fd = hp_os_open(src_mountinfo, O_RDONLY, 0);
 	if (fd < 0)
 		return;
 	size_t len = 0;

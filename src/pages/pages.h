@@ -78,8 +78,8 @@ bool hp_backing_advise(uintptr_t addr, size_t len);
 typedef struct {
 	uint64_t pool_empty, thp_off, mmap_failed;
 	uint64_t foreign;        /* hook calls with a range not ours: refused */
-} hp_fallbacks_t;
-extern hp_fallbacks_t hp_fallbacks;
+} hp_backing_fallbacks_t;
+extern hp_backing_fallbacks_t hp_backing_fallbacks;
 
 /* The hugetlb pages the huge class's region holds, by size (its
  * hp_region_t counters): the pool's chain says "dry" once it ran out

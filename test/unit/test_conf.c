@@ -72,20 +72,20 @@ Test(conf, defaults) {
 
 Test(conf, sizes) {
 	size_t v;
-	cr_assert(hp_parse_size("4096", 4, &v) && v == 4096);
-	cr_assert(hp_parse_size("2k", 2, &v) && v == 2048);
-	cr_assert(hp_parse_size("2K", 2, &v) && v == 2048);
-	cr_assert(hp_parse_size("3m", 2, &v) && v == 3u << 20);
-	cr_assert(hp_parse_size("1g", 2, &v) && v == 1u << 30);
-	cr_assert(hp_parse_size("1t", 2, &v) && v == (size_t)1 << 40);
-	cr_assert_not(hp_parse_size("", 0, &v));
-	cr_assert_not(hp_parse_size("k", 1, &v));
-	cr_assert_not(hp_parse_size("1x", 2, &v));
-	cr_assert_not(hp_parse_size("1kb", 3, &v));
-	cr_assert_not(hp_parse_size("-1", 2, &v));
-	cr_assert_not(hp_parse_size("18446744073709551616", 20, &v));
-	cr_assert_not(hp_parse_size("20000000000t", 12, &v));
-	cr_assert(hp_parse_size("123abc", 3, &v) && v == 123, "length-bounded");
+	cr_assert(hp_conf_parse_size("4096", 4, &v) && v == 4096);
+	cr_assert(hp_conf_parse_size("2k", 2, &v) && v == 2048);
+	cr_assert(hp_conf_parse_size("2K", 2, &v) && v == 2048);
+	cr_assert(hp_conf_parse_size("3m", 2, &v) && v == 3u << 20);
+	cr_assert(hp_conf_parse_size("1g", 2, &v) && v == 1u << 30);
+	cr_assert(hp_conf_parse_size("1t", 2, &v) && v == (size_t)1 << 40);
+	cr_assert_not(hp_conf_parse_size("", 0, &v));
+	cr_assert_not(hp_conf_parse_size("k", 1, &v));
+	cr_assert_not(hp_conf_parse_size("1x", 2, &v));
+	cr_assert_not(hp_conf_parse_size("1kb", 3, &v));
+	cr_assert_not(hp_conf_parse_size("-1", 2, &v));
+	cr_assert_not(hp_conf_parse_size("18446744073709551616", 20, &v));
+	cr_assert_not(hp_conf_parse_size("20000000000t", 12, &v));
+	cr_assert(hp_conf_parse_size("123abc", 3, &v) && v == 123, "length-bounded");
 }
 
 Test(conf, every_key_good) {

@@ -200,9 +200,9 @@ Test(region, subpages_past_the_page_abort, .signal = SIGABRT) {
 Test(hpage, popcount_both_ways) {
 	uint64_t r = 0x9e3779b97f4a7c15ull;
 	hp_os_probe_cpu();
-	bool cpu = hp_have_popcnt;
+	bool cpu = hp_os_have_popcnt;
 	for (int way = 0; way < 2; way++) {
-		hp_have_popcnt = way == 0 ? false : cpu;
+		hp_os_have_popcnt = way == 0 ? false : cpu;
 		static const uint64_t edge[] = {0, ~0ull, 1, 1ull << 63,
 		    0x8000000000000001ull, ~1ull, 0x5555555555555555ull};
 		for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
@@ -217,5 +217,5 @@ Test(hpage, popcount_both_ways) {
 			    (unsigned long)x);
 		}
 	}
-	hp_have_popcnt = cpu;
+	hp_os_have_popcnt = cpu;
 }
