@@ -87,7 +87,7 @@ $(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/api/export
 	$(call LINK_LIB,$(DBG_OBJS))
 
 # The command: the wrapper, stat, doctor, enable and disable.
-TOOL_SRCS := tools/hugepreload.c tools/stat.c tools/doctor.c tools/unit.c
+TOOL_SRCS := tools/hugepreload.c tools/cli.c tools/stat.c tools/statpage.c tools/doctor.c tools/unit.c
 TOOL_OBJS := $(patsubst %,$(BUILD)/obj/base/%.o,stats_print conf escape)
 $(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(TOOL_OBJS)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
