@@ -167,7 +167,7 @@ $(BUILD)/pymap.py: test/progs/pymap.py
 # before it in its folder, and the folders before that (archives of their
 # debug objects; the embedded jemalloc is the je layer's). A module that
 # reached up would not link. Each runs as build/unit/test_MODULE.
-UNIT := conf escape lock ranges cgroup jemath region
+UNIT := conf escape lock ranges tally cgroup hpage jemath region slot site profile
 $(foreach l,$(LAYERS),$(eval $(DEBUG)/lib/$(l).a: $(filter $(DEBUG)/obj/$(l)/%,$(DBG_OBJS)) ; \
 	@mkdir -p $$(dir $$@) && rm -f $$@ && ar rcs $$@ $$^))
 # MODULE -> its object, the objects before it in its folder, the archives

@@ -1,5 +1,7 @@
-/* Unit tests of the huge-class reservation (src/region.c): the per-2 MiB
- * page bitmap, and carving, release and reuse against real mappings. */
+/* src/huge/region.c, the huge-class reservation: carving, release and
+ * reuse against real mappings, and the page counters hp_region_scan
+ * reports against what was carved and what the kernel holds. (Its pages'
+ * bitmaps are test_hpage.c's.) */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,63 +14,6 @@ __attribute__((constructor)) static void policy(void) {
 	hp_conf.large_threshold = 1 << 20;
 	hp_conf.backing = HP_BACKING_THP;
 	hp_conf.hugetlb_page = HP_HUGE;
-}
-
-static hp_hpage_t fresh(void) {
-	hp_hpage_t pg;
-	memset(pg.released, 0xff, sizeof pg.released);
-	memset(pg.dirty, 0, sizeof pg.dirty);
-	pg.nreleased = HP_SUBPAGES;
-	return pg;
-}
-
-Test(hpage, reuse_then_release_whole_page_needs_zap) {
-	hp_hpage_t pg = fresh();
-	uint64_t zero[HP_SUBWORDS];
-	hp_hpage_reuse(&pg, 0, 512, zero);
-	cr_assert_eq(pg.nreleased, 0);
-	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		cr_assert_eq(zero[w], 0, "fresh memory needs no zeroing");
-	cr_assert_not(hp_hpage_release(&pg, 0, 200));
-	cr_assert_eq(pg.nreleased, 200);
-	cr_assert(hp_hpage_release(&pg, 200, 312), "empty and dirty: zap");
-	cr_assert_eq(pg.nreleased, 512);
-	/* Until the zap is done, the page stays dirty: reuse would zero. */
-	hp_hpage_reuse(&pg, 0, 512, zero);
-	for (unsigned w = 0; w < HP_SUBWORDS; w++)
-		cr_assert_eq(zero[w], ~0ull, "not zapped yet: all stale");
-}
-
-Test(hpage, partial_reuse_zeroes_only_stale_subpages) {
-	hp_hpage_t pg = fresh();
-	uint64_t zero[HP_SUBWORDS];
-	hp_hpage_reuse(&pg, 10, 100, zero);      /* subpages 10..109 dirty */
-	hp_hpage_reuse(&pg, 300, 10, zero);      /* keeps the page live */
-	cr_assert_not(hp_hpage_release(&pg, 10, 100), "300..309 still live");
-	/* Reusing 0..59: 10..59 are stale, 0..9 were never written. */
-	hp_hpage_reuse(&pg, 0, 60, zero);
-	cr_assert_eq(zero[0], ((1ull << 50) - 1) << 10);
-	for (unsigned w = 1; w < HP_SUBWORDS; w++)
-		cr_assert_eq(zero[w], 0);
-	cr_assert_eq(pg.nreleased, 512 - 70);
-	/* Once everything is released the page is empty and dirty: zap. */
-	cr_assert_not(hp_hpage_release(&pg, 0, 60));
-	cr_assert(hp_hpage_release(&pg, 300, 10));
-}
-
-Test(hpage, release_is_idempotent_and_counts_once) {
-	hp_hpage_t pg = fresh();
-	uint64_t zero[HP_SUBWORDS];
-	hp_hpage_reuse(&pg, 0, 512, zero);
-	cr_assert_not(hp_hpage_release(&pg, 64, 64));
-	cr_assert_not(hp_hpage_release(&pg, 64, 64));
-	cr_assert_eq(pg.nreleased, 64);
-	cr_assert_not(hp_hpage_release(&pg, 63, 3));   /* only 63 is new */
-	cr_assert_eq(pg.nreleased, 65);
-	/* A word boundary run and the last subpage. */
-	cr_assert_not(hp_hpage_release(&pg, 511, 1));
-	cr_assert_eq(pg.released[7] >> 63, 1);
-	cr_assert_eq(pg.nreleased, 66);
 }
 
 static long rss_kb_of(const void *p) {
@@ -98,6 +43,8 @@ static hp_arena_stats_t scan(void) {
 Test(region, carve_release_reuse) {
 	hp_sys_t sys;
 	hp_backing_probe(&sys);
+	if (!hp_backing_thp_usable())
+		cr_skip_test("THP is off on this host ('never')");
 	uintptr_t zone, ll;
 	size_t zone_size, ll_size;
 	cr_assert(hp_region_init((size_t)1 << 32, false, 0, &ll, &ll_size, &zone,
@@ -189,33 +136,208 @@ Test(region, release_of_a_foreign_range_aborts, .signal = SIGABRT) {
 	hp_region_release(a + HP_HUGE, HP_PAGE);   /* never handed out */
 }
 
-Test(region, subpages_past_the_page_abort, .signal = SIGABRT) {
-	hp_hpage_t pg;
-	memset(&pg, 0, sizeof pg);
-	hp_hpage_release(&pg, 500, 20);
+/* ---- the counters ---------------------------------------------------- */
+
+#define PART ((size_t)HP_PAGE)
+
+/* A 1 GiB region backed as asked; false if THP was asked and the host
+ * has it off (the test then skips). */
+static bool region_of(hp_backing_t backing) {
+	hp_sys_t sys;
+	uintptr_t zone, ll;
+	size_t zone_size, ll_size;
+	hp_conf.backing = backing;
+	hp_backing_probe(&sys);
+	if (backing == HP_BACKING_THP && !hp_backing_thp_usable())
+		return false;
+	cr_assert(hp_region_init((size_t)1 << 30, false, 0, &ll, &ll_size, &zone,
+	    &zone_size));
+	return true;
 }
 
-/* hp_popcount64 by the POPCNT instruction (where os.c finds it) and by
- * the portable count, against the compiler's, on edge and random words. */
-Test(hpage, popcount_both_ways) {
-	uint64_t r = 0x9e3779b97f4a7c15ull;
-	hp_os_probe_cpu();
-	bool cpu = hp_os_have_popcnt;
-	for (int way = 0; way < 2; way++) {
-		hp_os_have_popcnt = way == 0 ? false : cpu;
-		static const uint64_t edge[] = {0, ~0ull, 1, 1ull << 63,
-		    0x8000000000000001ull, ~1ull, 0x5555555555555555ull};
-		for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
-			cr_assert_eq(hp_popcount64(edge[i]),
-			    (unsigned)__builtin_popcountll(edge[i]), "%#lx",
-			    (unsigned long)edge[i]);
-		for (int i = 0; i < 100000; i++) {
-			r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-			uint64_t x = r & (r >> (i % 64));   /* sparse and dense */
-			cr_assert_eq(hp_popcount64(x),
-			    (unsigned)__builtin_popcountll(x), "%#lx",
-			    (unsigned long)x);
+/* The 4 KiB parts of the 2 MiB page at hp that the kernel holds. */
+static unsigned kernel_parts(const char *hp) {
+	return hp_os_huge_resident((uintptr_t)hp);
+}
+
+static uint64_t hist_sum(const hp_arena_stats_t *st) {
+	uint64_t n = 0;
+	for (unsigned i = 0; i < HP_HIST_BUCKETS; i++)
+		n += st->live_hist[i];
+	return n;
+}
+
+/* On 4 KiB pages a released part goes back at once, so what the counters
+ * call resident is exactly the live parts, and the kernel agrees once
+ * they are written. */
+Test(region, counters_follow_carving_on_4k_pages) {
+	region_of(HP_BACKING_NONE);
+	size_t live = 5 * (HP_HUGE / 2) + 3 * PART;  /* pages 0, 1 and 259 parts */
+	char *a = hp_region_alloc(live, HP_PAGE, true);
+	cr_assert_not_null(a);
+	memset(a, 1, live);
+	hp_arena_stats_t st = scan();
+	cr_assert_eq(hp_region.pages[2].map, HP_MAP_4K);
+	cr_assert_eq(st.mapped_bytes, 3 * HP_HUGE);
+	cr_assert_eq(st.small_page_bytes, 3 * HP_HUGE);
+	cr_assert_eq(st.thp_bytes, 0);
+	cr_assert_eq(st.resident_bytes, live);
+	cr_assert_eq(st.resident_huge_bytes, 0);
+	cr_assert_eq(st.pages_full, 2);
+	cr_assert_eq(st.pages_partial, 1);
+	cr_assert_eq(st.pages_empty_resident, 0);
+	cr_assert_eq(st.stranded_bytes, 0, "4 KiB pages strand nothing");
+	cr_assert_eq(st.live_hist[9], 2, "full pages: the last tenth");
+	cr_assert_eq(st.live_hist[259 * HP_HIST_BUCKETS / 513], 1);
+	cr_assert_eq(hist_sum(&st), 3);
+	cr_assert_eq(kernel_parts(a) + kernel_parts(a + HP_HUGE) +
+	    kernel_parts(a + 2 * HP_HUGE), live / PART);
+	/* 128 parts of page 0 back: at once, page 0 is partial now. */
+	hp_region_release(a + (1 << 20), 128 * PART);
+	st = scan();
+	cr_assert_eq(st.resident_bytes, live - 128 * PART);
+	cr_assert_eq(kernel_parts(a), 384);
+	cr_assert_eq(st.pages_full, 1);
+	cr_assert_eq(st.pages_partial, 2);
+	cr_assert_eq(st.live_hist[384 * HP_HIST_BUCKETS / 513], 1);
+	cr_assert_eq(st.purges_refused, 0);
+	cr_assert_eq(st.pages_released, 0, "nothing went back whole");
+	/* Taken again: counted resident as handed out (dirty stands for
+	 * touched), held by the kernel once written. */
+	cr_assert(hp_region_reuse(a + (1 << 20), 128 * PART));
+	st = scan();
+	cr_assert_eq(st.resident_bytes, live);
+	cr_assert_eq(st.pages_full, 2);
+	memset(a + (1 << 20), 2, 128 * PART);
+	cr_assert_eq(kernel_parts(a), 512);
+	/* All of it back: three pages given back whole, still mapped. */
+	hp_region_release(a, live);
+	st = scan();
+	cr_assert_eq(st.pages_released, 3);
+	cr_assert_eq(st.resident_bytes, 0);
+	cr_assert_eq(st.pages_full + st.pages_partial + st.pages_empty_resident, 0);
+	cr_assert_eq(hist_sum(&st), 0);
+	cr_assert_eq(st.mapped_bytes, 3 * HP_HUGE);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(kernel_parts(a + i * HP_HUGE), 0, "page %d", i);
+}
+
+/*
+ * Random releases and reuses over 8 carved pages on 4 KiB pages, against
+ * a flag per part: the counters (which the debug build also recounts page
+ * by page at every scan) and the kernel's resident parts agree with it
+ * after every step.
+ */
+#define NPAGES 8
+#define NPARTS (NPAGES * HP_SUBPAGES)
+static bool model_live[NPARTS];
+
+Test(region, counters_match_a_model_of_random_runs) {
+	region_of(HP_BACKING_NONE);
+	char *a = hp_region_alloc(NPAGES * HP_HUGE, HP_PAGE, true);
+	cr_assert_not_null(a);
+	memset(a, 1, NPAGES * HP_HUGE);
+	for (unsigned i = 0; i < NPARTS; i++)
+		model_live[i] = true;
+	uint64_t r = 0x13198a2e03707344ull, released = 0;
+	for (int step = 0; step < 300; step++) {
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		unsigned first = (unsigned)(r % NPARTS);
+		unsigned n = 1 + (unsigned)((r >> 16) % ((r >> 32) % 4 == 0 ?
+		    1200 : 90));
+		if (first + n > NPARTS)
+			n = NPARTS - first;
+		char *p = a + first * PART;
+		if ((r >> 40) % 2) {
+			bool was[NPAGES] = {0}, now[NPAGES] = {0};
+			for (unsigned i = 0; i < NPARTS; i++)
+				was[i / HP_SUBPAGES] |= model_live[i];
+			hp_region_release(p, n * PART);
+			for (unsigned i = first; i < first + n; i++)
+				model_live[i] = false;
+			for (unsigned i = 0; i < NPARTS; i++)
+				now[i / HP_SUBPAGES] |= model_live[i];
+			for (unsigned g = 0; g < NPAGES; g++)
+				released += was[g] && !now[g];
+		} else {
+			cr_assert(hp_region_reuse(p, n * PART));
+			memset(p, 3, n * PART);
+			for (unsigned i = first; i < first + n; i++)
+				model_live[i] = true;
 		}
+		hp_arena_stats_t st = scan();
+		uint64_t live = 0, full = 0, partial = 0;
+		for (unsigned g = 0; g < NPAGES; g++) {
+			unsigned k = 0;
+			for (unsigned i = 0; i < HP_SUBPAGES; i++)
+				k += model_live[g * HP_SUBPAGES + i];
+			cr_assert_eq(kernel_parts(a + g * HP_HUGE), k,
+			    "step %d, page %u", step, g);
+			live += k;
+			full += k == HP_SUBPAGES;
+			partial += k != 0 && k != HP_SUBPAGES;
+		}
+		cr_assert_eq(st.resident_bytes, live * PART, "step %d", step);
+		cr_assert_eq(st.pages_full, full, "step %d", step);
+		cr_assert_eq(st.pages_partial, partial, "step %d", step);
+		cr_assert_eq(hist_sum(&st), full + partial, "step %d", step);
+		cr_assert_eq(st.pages_released, released, "step %d", step);
+		cr_assert_eq(st.mapped_bytes, NPAGES * HP_HUGE);
 	}
-	hp_os_have_popcnt = cpu;
+}
+
+/*
+ * strand_limit: on THP pages the free parts of a partly live page stay
+ * resident (stranded) until hp_region_enforce splits the emptiest pages,
+ * fewest live parts first, until what is stranded is within the limit.
+ */
+Test(region, enforce_splits_emptiest_pages_first) {
+	if (!region_of(HP_BACKING_THP))
+		cr_skip_test("THP is off on this host ('never')");
+	char *a = hp_region_alloc(4 * HP_HUGE, HP_PAGE, true);
+	cr_assert_not_null(a);
+	memset(a, 1, 4 * HP_HUGE);
+	/* Live parts: page 0 51, page 1 256, page 2 461, page 3 all. */
+	static const unsigned keep[4] = {51, 256, 461, 512};
+	for (int g = 0; g < 3; g++)
+		hp_region_release(a + g * HP_HUGE + keep[g] * PART,
+		    (HP_SUBPAGES - keep[g]) * PART);
+	hp_arena_stats_t st = scan();
+	size_t stranded = (461 + 256 + 51) * PART;
+	cr_assert_eq(st.stranded_bytes, stranded);
+	cr_assert_eq(st.purges_refused, 3, "THP pages are not split on free");
+	cr_assert_eq(st.pages_partial, 3);
+	cr_assert_eq(st.pages_full, 1);
+	cr_assert_eq(st.resident_bytes, 4 * HP_HUGE, "resident whole");
+	for (int g = 0; g < 4; g++)
+		cr_assert_eq(kernel_parts(a + g * HP_HUGE), 512, "page %d", g);
+	/* Within the limit: nothing to do. */
+	cr_assert_eq(hp_region_enforce(stranded), stranded);
+	cr_assert_eq(scan().pages_split, 0);
+	/* Over it: page 0 (the emptiest) is not enough, page 1 is next;
+	 * page 2, the fullest, stays whole. */
+	cr_assert_eq(hp_region_enforce(300 * PART), 51 * PART);
+	st = scan();
+	cr_assert_eq(st.pages_split, 2);
+	cr_assert(hp_region.pages[0].split && hp_region.pages[1].split);
+	cr_assert_not(hp_region.pages[2].split);
+	cr_assert_eq(st.stranded_bytes, 51 * PART, "page 2's free parts");
+	cr_assert_eq(st.resident_bytes, (51 + 256) * PART + 2 * HP_HUGE);
+	cr_assert_eq(kernel_parts(a), 51, "page 0's free parts went back");
+	cr_assert_eq(kernel_parts(a + HP_HUGE), 256);
+	cr_assert_eq(kernel_parts(a + 2 * HP_HUGE), 512);
+	for (unsigned i = 0; i < 51; i++)
+		cr_assert_eq(a[i * PART], 1, "live parts keep their bytes");
+	/* A split page that empties goes back whole and is huge again. */
+	hp_region_release(a, 51 * PART);
+	st = scan();
+	cr_assert_eq(st.pages_released, 1);
+	cr_assert_not(hp_region.pages[0].split);
+	cr_assert_eq(kernel_parts(a), 0);
+	/* A limit of 0 splits the last partial THP page too. */
+	cr_assert_eq(hp_region_enforce(0), 0);
+	st = scan();
+	cr_assert_eq(st.pages_split, 3);
+	cr_assert_eq(st.stranded_bytes, 0);
+	cr_assert_eq(kernel_parts(a + 2 * HP_HUGE), 461);
 }
