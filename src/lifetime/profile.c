@@ -114,13 +114,15 @@ static void add_mapping(modlist_t *ml, const char *path, size_t len,
 	}
 	if (off != 0 || ml->n == HP_MODULES || len >= sizeof m->path)
 		return;                  /* a module starts at its first page */
+	/* And is an ELF file: a data file mapped twice, far apart, would
+	 * otherwise take in every module between its two mappings. */
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)lo;
+	if (hi - lo < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return;
 	m = &ml->mods[ml->n++];
 	memcpy(m->path, path, len);
 	m->path[len] = '\0';
-	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)lo;
-	bool elf = hi - lo >= sizeof *eh && memcmp(eh->e_ident, ELFMAG,
-	    SELFMAG) == 0;
-	m->base = elf && eh->e_type == ET_EXEC ? 0 : lo;
+	m->base = eh->e_type == ET_EXEC ? 0 : lo;
 	m->lo = lo;
 	m->hi = hi;
 }
