@@ -29,11 +29,12 @@ void hp_assert_fail(const char *expr, const char *file, int line,
 
 /* Set bits of a page bitmap's word. Debian builds for the x86-64
  * baseline, which has no POPCNT, and gcc then calls libgcc's
- * __popcountdi2 (a tenth of a learn run's instructions at jemalloc's
- * slab commits, region.c); the instruction is used when start-up found
- * it (os.c). Without it, the words that are most often all clear or all
- * set take no count. The asm is volatile so that gcc never moves it
- * ahead of its test, onto a CPU without the instruction. */
+ * __popcountdi2 on the bitmaps' busiest path (every commit and decommit,
+ * each of jemalloc's slab commits among them; docs/long-lived-class.md
+ * has the cost); the instruction is used when start-up found it (os.c).
+ * Without it, the words that are most often all clear or all set take
+ * no count. The asm is volatile so that gcc never moves it ahead of its
+ * test, onto a CPU without the instruction. */
 extern bool hp_os_have_popcnt;
 static inline unsigned hp_popcount64(uint64_t x) {
 #ifdef __POPCNT__

@@ -1,6 +1,6 @@
 /* Strings from outside (a counters page, a configuration value, a
  * program's name) made safe to print, for each format the library and the
- * hugepreload command print in (src/escape.c). Shared by both: the
+ * hugepreload command print in (escape.c). Shared by both: the
  * command links escape.o. */
 #ifndef HP_ESCAPE_H
 #define HP_ESCAPE_H

@@ -4,29 +4,32 @@
  * on every acquisition, and check that functions documented "lock held"
  * are called with it held. Release builds compile to plain mutexes.
  *
- * Rank  Lock                  Held around
- *  1    huge.c start_lock     arena creation: jemalloc's locks, the hooks
- *  2    stats.c refresh_lock  jemalloc's mallctl, hp_region_scan
- *  3    sample.c sample_lock  dl_iterate_phdr (the loader's lock)
- *  4    site.c site_lock      the site, key and sample tables only
+ * Rank  Lock                            Held around
+ *  1    huge/huge.c start_lock          arena creation: jemalloc's locks,
+ *                                       the hooks
+ *  2    core/stats.c refresh_lock       jemalloc's mallctl, hp_region_scan
+ *  3    lifetime/sample.c sample_lock   dl_iterate_phdr (the loader's lock)
+ *  4    lifetime/site.c site_lock       the site, key and sample tables only
  *       ---- jemalloc's own locks come here ----
- *  8    region.c region_lock  the huge class's page states, mmap/madvise
- *  9    sample.c zone_lock    the sample zone's bump pointer
- * 10    edata.c edata_lock    the descriptor pages
- * 11    jemap.c jemap_lock    the ranges of jemalloc's own mappings
- * 12    mmap.c mmap_lock      the program's advised reservations
- * 13    llpages.c lock        the long-lived class's page bitmaps
- * 14    catchup.c lock        its queue (also taken under site_lock)
- * 15    collapse.c lock       the collapsed ranges (in jemalloc's madvise)
+ *  8    huge/region.c hp_region_lock    the huge class's page states,
+ *                                       mmap/madvise
+ *  9    lifetime/sample.c zone_lock     the sample zone's bump pointer
+ * 10    je/edata.c edata_lock           the descriptor pages
+ * 11    je/jemap.c jemap_lock           the ranges of jemalloc's own mappings
+ * 12    mmap/mmap.c mmap_lock           the program's advised reservations
+ * 13    longlived/llpages.c lock        the long-lived class's page bitmaps
+ * 14    lifetime/catchup.c lock         its queue (also taken under site_lock)
+ * 15    je/collapse.c lock              the collapsed ranges (in
+ *                                       jemalloc's madvise)
  * Ranks 8 to 15 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
- * together (init.c), in this order.
+ * together (core/init.c), in this order.
  *
  * Each thread counts the mutexes it holds, these and jemalloc's (whose
  * pthread_mutex_lock, trylock and unlock scripts/embed-jemalloc sends to
  * hp_mutex_*): what runs at exit asks hp_locks_held() before it takes
  * any, since exit called from a signal handler may have interrupted this
- * thread inside one (profile.c, stats.c).
+ * thread inside one (lifetime/profile.c, core/report.c).
  */
 #ifndef HP_LOCK_H
 #define HP_LOCK_H

@@ -114,7 +114,7 @@ static const field_t dfields[] = {
       "cache, which keeps them resident."),
 };
 
-/* The maintenance thread (stats.c), as of its pass before the last: */
+/* The maintenance thread (core/maint.c), as of its pass before the last: */
 #define M(name, member, counter, help) \
 	{name, offsetof(hp_stats_t, maintenance.member), counter, help}
 static const field_t mfields[] = {
@@ -442,8 +442,8 @@ bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out) {
 
 /* The arenas' names by their slot in the page: the small class, the huge
  * class, the long-lived class. The library names its arenas from here
- * (stats.c) and nowhere else, so no two slots of a page it writes share a
- * name. */
+ * (core/stats.c) and nowhere else, so no two slots of a page it writes
+ * share a name. */
 static const char *const arena_names[] = {"small", "huge0", "long_lived"};
 #define NNAMES (sizeof arena_names / sizeof *arena_names)
 _Static_assert(NNAMES <= HP_STATS_ARENAS, "a name for each slot of the page");

@@ -4,16 +4,14 @@
  * calls), in shards of their own cache lines, summed when read.
  *
  * One process-wide counter that every thread bumps is one cache line
- * that each promoted allocation takes from the other cores: with 2
- * threads at one promoted site, the class's six atomic counters a pair
- * made a long_lived:mimalloc malloc+free 4.23 times slower than with one
- * thread (scripts/bench-mtpromoted, 1.04 times since). A thread takes a shard at its first
- * count, in turn; the counts stay atomic, so threads that share one
- * (more threads than shards) count right, and nothing is kept per thread
- * that its exit or a fork would have to fold: a figure is the sum over
- * the shards. (Plain stores to a shard of a thread's own, without the
- * locked instruction, measured no faster on this host, at 12 more
- * instructions a pair.)
+ * that each promoted allocation takes from the other cores: threads
+ * allocating at a promoted site would wait on each other at every call
+ * (scripts/bench-mtpromoted; docs/benchmarks.md has the figures). A
+ * thread takes a shard at its first count, in turn; the counts stay
+ * atomic, so threads that share one (more threads than shards) count
+ * right (plain stores were no faster where the shard is a thread's
+ * own), and nothing is kept per thread that its exit or a fork would
+ * have to fold: a figure is the sum over the shards.
  */
 #include <stdint.h>
 #include "base/base.h"

@@ -16,8 +16,9 @@
 #define HP_MALLOC_ALIGN 8
 
 /* The long-lived class's arenas are whole blocks of this size: mimalloc 2
- * aligns its 32 MiB segments to their size (measured: an arena at a
- * 2 MiB-aligned address faults in mimalloc 2.0.9). */
+ * expects its 32 MiB segments aligned to their size, and faults in its
+ * first allocation from an arena that is only 2 MiB-aligned
+ * (docs/long-lived-class.md). */
 #define HP_LL_ALIGN     ((size_t)64 << 20)
 #define HP_LL_SEGMENT   ((size_t)32 << 20)   /* mimalloc's arena block */
 #define HP_LL_SHARE     8        /* of the huge class's address space */
@@ -153,11 +154,13 @@ typedef struct {
 	bool populated;          /* THP page faulted in and collapsed */
 	bool split;              /* free parts purged by strand_limit */
 	uint8_t sharers;         /* hugetlb: fork children it was shared with
-	                            since it was last ours alone (region.c) */
+	                            since it was last ours alone
+	                            (huge/region_fork.c) */
 } hp_hpage_t;
 
-/* The heap now, as jemalloc counts it (stats.c hp_stats_heap_totals): what the
- * allocator extension APIs report. Bytes, but huge_count. */
+/* The heap now, as jemalloc counts it (core/stats.c's
+ * hp_stats_heap_totals): what the allocator extension APIs report. Bytes,
+ * but huge_count. */
 typedef struct {
 	uint64_t small_live;         /* allocated, small class */
 	uint64_t small_active;       /* in pages with an allocation, small class */
@@ -177,7 +180,7 @@ typedef struct {
 	uint64_t shared_bytes;       /* their bytes */
 } hp_mmap_counts_t;
 
-/* The maintenance thread's passes (stats.c), as of the pass before the
+/* The maintenance thread's passes (core/maint.c), as of the pass before the
  * last refresh: each drives the huge arena's decay, trims descriptors,
  * refreshes the counters and enforces strand_limit. */
 typedef struct {
