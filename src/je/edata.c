@@ -211,7 +211,7 @@ void hp_edata_trim(void) {
 }
 
 /* Taken after jemalloc's own fork handlers, which hold every lock its
- * threads may hold on their way here (init.c). */
+ * threads may hold on their way here (core/init.c). */
 void hp_edata_prefork(void) {
 	hp_lock(&edata_lock);
 }

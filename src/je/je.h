@@ -1,9 +1,10 @@
 /*
  * The je layer (src/je/README): the embedded jemalloc and what the
- * embedding redirects. jemalloc's public API as linked into this library. The Makefile copies
- * Debian's libjemalloc_pic.a with its public symbols renamed NAME ->
- * hp_je_NAME, so the embedded jemalloc exports nothing and is called
- * directly, without a PLT hop.
+ * embedding redirects. jemalloc's public API as linked into this
+ * library: the build (scripts/embed-jemalloc) copies Debian's
+ * libjemalloc_pic.a with its public symbols renamed NAME -> hp_je_NAME,
+ * so the embedded jemalloc exports nothing and is called directly,
+ * without a PLT hop.
  */
 #ifndef HP_JE_H
 #define HP_JE_H

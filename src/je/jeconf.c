@@ -5,8 +5,8 @@
  * reads malloc_conf_2_conf_harder, which the library sets, so that the
  * settings below have the last word. Each of them that the user set to
  * something else is named on one line; every other option works as in
- * jemalloc (test_conf.c runs a program under each one that touches
- * extents, arenas or purging).
+ * jemalloc (test/integ/test_malloc_conf.c runs programs under each one
+ * that touches extents, arenas or purging).
  */
 #define _GNU_SOURCE
 #include <stdint.h>

@@ -6,8 +6,8 @@
  * a new stretch of address space. Its prefork takes the arenas', bases'
  * and caches' locks but not that one, so a fork while another thread
  * holds it leaves it held in the child for good: the child's first
- * lookup that needs a new node waits forever (seen about once in 15 runs
- * of forkmt under load, stuck in rtree_leaf_elm_lookup_hard).
+ * lookup that needs a new node waits forever, in
+ * rtree_leaf_elm_lookup_hard (docs/backing.md).
  *
  * In the child only the forking thread is left, and it was not inside
  * the map (it was in fork), so the lock is made anew, as rtree_new makes

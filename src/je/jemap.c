@@ -107,7 +107,7 @@ static void sum(void *ctx, uintptr_t start, uintptr_t end, bool huge) {
 		s->huge += end - start;
 }
 
-/* Resident bytes of the set, and of them on huge pages (catchup.c's
+/* Resident bytes of the set, and of them on huge pages (collapse.c's
  * collapsed ranges); UINT64_MAX if the kernel could not be asked. */
 static uint64_t resident_of(const hp_ranges_t *set, uint64_t *huge) {
 	sums_t s = {0, 0};

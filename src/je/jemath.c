@@ -1,9 +1,10 @@
 /*
  * exp, log and round for the embedded jemalloc, so that the library does
- * not load libm: a C program that does not use libm would map some
- * 330 kB of it (W4's RSS) for the sake of these three calls. jemalloc's heap profiler is their only user: it
- * computes its unbiasing table (exp, round) when it boots, whether or not
- * profiling is on, and draws sampling intervals with log when it is.
+ * not load libm: a C program that does not use libm would map all of it
+ * (docs/design.md has its size) for the sake of these three calls.
+ * jemalloc's heap profiler is their only user: it computes its
+ * unbiasing table (exp, round) when it boots, whether or not profiling
+ * is on, and draws sampling intervals with log when it is.
  * scripts/embed-jemalloc renames jemalloc's references to these.
  *
  * The x87 unit computes in 64-bit precision, so each result is within

@@ -128,7 +128,8 @@ static bool wants_hugetlb(void) {
 /* From the maintenance thread, outside every lock: whether the pool of
  * hugetlb_size pages exists now, and, if so, the cgroup directories whose
  * limits bind (the process may have been moved), at most once a second:
- * that reads /proc/self/mountinfo (some 0.2 ms on the development VM). */
+ * that reads the whole of /proc/self/mountinfo, too dear for every pass
+ * at a short maintain_ms (docs/backing.md). */
 void hp_backing_poll(void) {
 	static long since_ms;
 	if (!wants_hugetlb())
@@ -189,9 +190,9 @@ static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
 	if (err == EINVAL) {           /* kernels before 5.16 */
 		hugetlb_broken = true;
 	} else {
-		/* The move can fail for want of page tables (ENOMEM, seen now
-		 * and then with 1 GiB pages) after the target was unmapped:
-		 * map the pages straight into that hole instead. */
+		/* The move can fail for want of page tables (ENOMEM, which
+		 * 1 GiB pages can meet) after the target was unmapped: map
+		 * the pages straight into that hole instead. */
 		p = hp_os_mmap((void *)addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 		    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_HUGETLB |
 		    (shift << MAP_HUGE_SHIFT), -1, 0);
@@ -297,10 +298,10 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
  * and gives back itself in whole 32 MiB segments. From the 2 MiB pool: a
  * multiple of unit, at most max bytes, and no more than leaves the pool
  * (and the hugetlb cgroup) as many available pages as the process then
- * holds, so that a fork
- * needs no shadows (region.c): mimalloc's records in the arena are
- * written without a lock, and a copy made while other threads run could
- * give the child a torn heap. Returns the bytes mapped, 0 for none.
+ * holds, so that a fork needs no shadows (huge/region_fork.c): mimalloc's
+ * records in the arena are written without a lock, and a copy made while
+ * other threads run could give the child a torn heap. Returns the bytes
+ * mapped, 0 for none.
  */
 size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
@@ -344,7 +345,7 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 }
 
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
- * NULL. For fork: see region.c. */
+ * NULL. For fork: see huge/region_fork.c. */
 void *hp_backing_copy(uintptr_t addr, size_t len) {
 	char *copy = hp_os_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
 	if (copy == NULL)

@@ -5,10 +5,11 @@
  * with ENOMEM past it) and to the fault counter when it is faulted in
  * (max: SIGBUS at the fault past it, with no warning at mmap). A fork
  * child's copy of a private page is charged to both. So the pages a new
- * run (backing.c) or a fork's copies (region.c) can still get is the
- * least, over the cgroup and its ancestors, of min(max, rsvd.max) less
- * what is charged (the reservation counter, which also counts what is
- * reserved and not yet faulted; the fault counter where there is none).
+ * run (backing.c) or a fork's copies (huge/region_fork.c) can still get
+ * is the least, over the cgroup and its ancestors, of min(max, rsvd.max)
+ * less what is charged (the reservation counter, which also counts what
+ * is reserved and not yet faulted; the fault counter where there is
+ * none).
  *
  * Both hierarchies: cgroup v2 (hugetlb.SIZE.max, .current, .rsvd.max,
  * .rsvd.current) and the v1 hugetlb controller (hugetlb.SIZE.limit_in_bytes,
@@ -290,8 +291,9 @@ long hp_cgroup_room(size_t page, char *why, size_t n) {
 		snprintf(why, n, "the hugetlb cgroup's files, not read steadily");
 	if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) {
 		hp_cgroup_refresh();
-		/* Another thread may be finding them first: a read takes some
-		 * 0.2 ms. Until then, nothing is known, so no room. */
+		/* Another thread may be finding them first, which takes a
+		 * fraction of a millisecond (docs/backing.md): wait for it,
+		 * within a bound. Until then, nothing is known, so no room. */
 		for (int spin = 0; !__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) &&
 		    spin < 1000000; spin++)
 			__builtin_ia32_pause();
