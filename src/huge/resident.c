@@ -19,7 +19,7 @@
  * PAGEMAP_SCAN) a fully resident page counts as huge only if its state
  * says it may be (THP not split, or hugetlb).
  *
- * Runs only under the stats refresh lock (stats.c).
+ * Runs only under the stats refresh lock (core/stats.c).
  */
 #include <string.h>
 #include "huge/huge.h"

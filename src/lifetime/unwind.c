@@ -79,10 +79,10 @@ static long unw_syscall(long nr, ...) {
 
 /* True while hp_unwind_frames has every signal blocked itself, for the
  * whole unwind: then libunwind's own blocking, two system calls around
- * each step's cache lookup, is already in force, and is skipped. (On this
- * project's VM, where a system call costs about a microsecond, that cut
- * a one-thread W5 run under learn from 0.172 to 0.108 s; lifetime:off
- * 0.080.) Anyone else's use of libunwind blocks as it would. */
+ * each step's cache lookup, is already in force, and is skipped, so a
+ * sample makes two system calls instead of two a step (docs/lifetime.md
+ * has what that saves). Anyone else's use of libunwind blocks as it
+ * would. */
 static HP_TLS bool masked;
 
 static int unw_sigprocmask(int how, const sigset_t *set, sigset_t *old) {
@@ -223,9 +223,8 @@ bool hp_unwind_init(const char **why) {
 /* The frames of the caller of malloc: from the frame that returns to ret
  * (the sampler's own frames come first). unw_step, not unw_backtrace:
  * unw_backtrace keeps a 256 KiB frame cache per thread for good, so every
- * thread that samples would hold one; stepping costs 0.43 instructions
- * more per malloc+free (make bench-callgrind: 89.58 against 89.15) and no
- * memory per thread. */
+ * thread that samples would hold one; stepping holds no memory per
+ * thread, for a little more work per sample (docs/lifetime.md). */
 unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out) {
 	unw_context_t uc;
 	unw_cursor_t cur;

@@ -26,11 +26,13 @@
  * promoted allocation; any thread frees (mimalloc's cross-thread frees).
  *
  * The class counts its live bytes without asking mimalloc for each
- * object's size (mi_usable_size, 28 instructions a call): a mimalloc page
- * is whole 64 KiB slices of one block size, so a table at the top of the
- * range keeps the block size of each slice, written by the allocation
- * that finds it different and read by free; the size of a new object
- * comes from a per-thread cache keyed by the request.
+ * object's size (mi_usable_size finds the object's segment and page at
+ * every call, at both ends of the promoted path; docs/long-lived-class.md
+ * has its cost): a mimalloc page is whole 64 KiB slices of one block
+ * size, so a table at the top of the range keeps the block size of each
+ * slice, written by the allocation that finds it different and read by
+ * free; the size of a new object comes from a per-thread cache keyed by
+ * the request.
  * A thread's heaps die with it: mimalloc's key destructor gives their
  * pages to the thread's backing heap, so this thread's own key, made
  * before mimalloc's and so run first by glibc, retires them before that.
@@ -321,9 +323,10 @@ static bool ready(void) {
 }
 
 /* mimalloc keeps its thread's default heap in initial-exec TLS, which
- * glibc fills in for every thread when the library is loaded; make test
- * once saw a thread with it NULL (a SIGSEGV in mi_heap_new_in_arena,
- * from mi_heap_get_backing). mi_heap_get_default returns that NULL
+ * glibc fills in for every thread when the library is loaded; a thread
+ * started while the first promotion loads mimalloc can find it NULL, and
+ * mi_heap_new_in_arena would then fault (in mi_heap_get_backing;
+ * docs/long-lived-class.md). mi_heap_get_default returns that NULL
  * rather than read through it: such a thread stays on jemalloc's path. */
 static bool thread_usable(void) {
 	static int said;
