@@ -24,17 +24,15 @@
  *   delete[](void *, size_t) (C++14's sized deallocation, which g++ emits
  *   from -std=c++14 on) hand the size to jemalloc's sdallocx where its
  *   fast path takes it (up to 4 KiB, not page-aligned: del_sized()), which
- *   skips free's lookup of the size class in jemalloc's radix tree: 3
- *   instructions a pair fewer than free() in bench/cxxnew.cpp
- *   (scripts/bench-cxx), 16 with the trampolines saved. Objects of the
+ *   skips free's lookup of the size class in jemalloc's radix tree
+ *   (docs/design.md has scripts/bench-cxx's counts). Objects of the
  *   owned range (the huge class, sampled objects) go back as free sends
- *   them. The aligned sized forms
- *   are free(): aligned new is rare, and sdallocx would need the alignment
- *   in its flags, off its fast path.
+ *   them. The aligned sized forms are free(): aligned new is rare, and
+ *   sdallocx would need the alignment in its flags, off its fast path.
  * HP_CXX_OPERATORS: 2 (the default) as above; 1, the sized forms are
  * free() too; 0, none (the operators are libstdc++'s); 3, sdallocx for
- * every sized delete of the small class (measured, not used: see
- * del_sized()).
+ * every sized delete of the small class (for scripts/bench-cxx only:
+ * slower where sdallocx leaves its fast path, see del_sized()).
  */
 #include <dlfcn.h>
 #include <stdint.h>

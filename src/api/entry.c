@@ -1,19 +1,18 @@
 /*
  * The exported malloc family. malloc and calloc take the request from the
- * credit of the caller's slot (slot.c) and jump into jemalloc's own fast
- * path; the one test sends start-up, the huge class, sampling and the
- * slots of promoted sites to slot.c. free and realloc compare the pointer
- * with the start of the library's own reservation (the huge class and the
- * sampled objects), whose objects must go back to where they came from.
- * Everything else (alignment, size checks that need errno) goes through
- * route.c.
+ * credit of the caller's slot (lifetime/slot.c) and jump into jemalloc's
+ * own fast path; the one test sends start-up, the huge class, sampling
+ * and the slots of promoted sites to the slow path (core/route.c). free
+ * and realloc compare the pointer with the start of the library's own
+ * reservation (the huge class and the sampled objects), whose objects
+ * must go back to where they came from. Everything else (alignment, size
+ * checks that need errno) goes through core/route.c.
  *
- * Instruction by instruction (x86-64, gcc 12 -O2, objdump of the library):
- * malloc is movzbl (the slot: the low byte of the return address), mov
- * (the credits' thread-local offset), sub (from the credit, in memory),
- * jbe (run out: slot.c) and the tail jump to jemalloc's malloc; free is
- * cmp, jae and the tail jump. The README's fast-path section has the
- * measured cost.
+ * The fast paths keep no frame and end in a tail jump to jemalloc's own
+ * function, so that each adds only its test to jemalloc's cost: the slot,
+ * the credits' thread-local offset, the subtraction and its branch for
+ * malloc; a compare and its branch for free. docs/benchmarks.md lists
+ * the instructions and measures them.
  */
 #include <errno.h>
 #include <stdint.h>

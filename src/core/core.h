@@ -27,7 +27,7 @@ static inline void hp_free(void *p) {
 		hp_je_free(p);
 }
 
-/* stats.c: counters, the shared stats page, the maintenance thread. */
+/* stats.c: the counters and the shared stats page. */
 void hp_stats_init(void);
 void hp_stats_refresh(bool enforce);
 /* The heap's resident bytes, both classes and the descriptors, as of the

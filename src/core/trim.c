@@ -1,8 +1,11 @@
 /*
- * The small class: jemalloc's automatic arenas and thread caches, kept on
- * 4 KiB pages. jemalloc's own thp:never (jeconf.c) advises MADV_NOHUGEPAGE
- * on every mapping it makes for them, so freed memory returns to the
- * kernel at 4 KiB granularity even when THP is "always".
+ * malloc_trim's purge of every class. The small class is jemalloc's
+ * automatic arenas and thread caches, kept on 4 KiB pages: jemalloc's own
+ * thp:never (je/jeconf.c) advises MADV_NOHUGEPAGE on every mapping it
+ * makes for them, so what a purge frees returns to the kernel at 4 KiB
+ * granularity even when THP is "always". Then the extent descriptors'
+ * empty pages and the long-lived class's empty segments go back, and
+ * the counters are refreshed.
  */
 #include <time.h>
 #include "core/core.h"

@@ -11,9 +11,9 @@
  * collapses each range that lies in jemalloc's data and is resident
  * but for at most HOLES pages into one huge page: MADV_HUGEPAGE,
  * MADV_COLLAPSE, then MADV_NOHUGEPAGE again, so that nothing new faults
- * in huge there (je/collapse.c). Such a range takes at most 32 KiB (1.6%) more memory as
- * one huge page (jemalloc leaves a page or two of a range it fills
- * untouched), and its objects stay where they are.
+ * in huge there (je/collapse.c). Such a range takes at most 32 KiB (1.6%)
+ * more memory as one huge page (jemalloc leaves a page or two of a range
+ * it fills untouched), and its objects stay where they are.
  *
  * Pages mapped to the shared zero page do not count as resident. At most
  * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the
