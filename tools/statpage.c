@@ -32,8 +32,8 @@
  * jemalloc asks. */
 #define USER_TOP 0x7ffffffff000ull
 /* Bytes of jemalloc's mappings read through pagemap for one process: 1 TiB
- * is 2 GiB of pagemap words, 0.2-0.3 s of system time where none is
- * resident (on the test VM); a program has far fewer. */
+ * is 2 GiB of pagemap words, a good part of a second of system time even
+ * where none is resident (docs/limits.md); a program has far fewer. */
 #define SCAN_MAX ((uint64_t)1 << 40)
 #define PROC_SECONDS 2
 double hp_stat_all_deadline;        /* 0: no bound over all processes */
