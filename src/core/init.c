@@ -122,8 +122,8 @@ static void start(void) {
 	/* The layers below call up only through these hooks. */
 	hp_huge_on_threads = hp_maint_start;
 	hp_mmap_on_change = hp_stats_mmap_changed;
-	/* Last but the program's mappings: slot.c takes a non-zero
-	 * threshold as start-up done for the allocation paths. */
+	/* Last but the program's mappings: route.c's slot path takes a
+	 * non-zero threshold as start-up done for the allocation paths. */
 	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);
 	/* The program's own mappings: advised unless backing:none (after the
 	 * counters' header, which their first advice publishes). */
