@@ -199,10 +199,10 @@ Test(contract, malloc_trim_without_anything_to_give) {
 	cr_assert_eq(malloc_trim(0), 0, "nothing left to release");
 }
 
-/* The fast path's one test (src/slot.c) routes by size too: from one call
- * site, a request of large_threshold is huge whatever the site allocated
- * before (credit left or run out, a failed request of 2^63 bytes or more,
- * a new thread), and one byte less is small. */
+/* The fast path's one test (src/lifetime/slot.c) routes by size too: from
+ * one call site, a request of large_threshold is huge whatever the site
+ * allocated before (credit left or run out, a failed request of 2^63 bytes
+ * or more, a new thread), and one byte less is small. */
 static size_t threshold(void) {
 	char policy[512];
 	hugepreload_policy(policy, sizeof policy);
@@ -248,7 +248,7 @@ Test(contract, one_call_site_both_classes) {
 	    (size_t)bad);
 }
 
-/* jemalloc's API (src/jeapi.c), both classes: flags honoured, errno kept
+/* jemalloc's API (src/api/jeapi.c), both classes: flags honoured, errno kept
  * on success, sizes that agree with each other, mallctl's errors. */
 void *mallocx(size_t, int);
 void *rallocx(void *, size_t, int);

@@ -1,5 +1,6 @@
 /* Lifetime-aware placement: sites learned from sampled call stacks,
- * profiles recorded and replayed (src/site.c, sample.c, profile.c). */
+ * profiles recorded and replayed (src/lifetime/site.c, sample.c,
+ * profile.c). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -297,12 +298,12 @@ Test(lifetime, promoted_objects_go_back_where_they_came_from) {
 	hp_run_free(&r);
 }
 
-/* Catch-up (src/catchup.c): what a site put in the small class before it
- * was promoted (lifetime_ms of its allocation) is on huge pages once the
- * maintenance thread has passed (/proc/kpageflags: the objects' pages are
- * THP pages), counted; and when they are freed, jemalloc's purges split
- * those pages, so a kept object's page is a THP page no more: MADV_DONTNEED
- * alone would have left each whole 2 MiB allocated. */
+/* Catch-up (src/lifetime/catchup.c): what a site put in the small class
+ * before it was promoted (lifetime_ms of its allocation) is on huge pages
+ * once the maintenance thread has passed (/proc/kpageflags: the objects'
+ * pages are THP pages), counted; and when they are freed, jemalloc's purges
+ * split those pages, so a kept object's page is a THP page no more:
+ * MADV_DONTNEED alone would have left each whole 2 MiB allocated. */
 Test(lifetime, what_was_learned_on_small_pages_catches_up) {
 	const char *argv[] = {hp_path("lifetime"), "catchup", "768", NULL};
 	hp_run_t r = run_conf("lifetime_ms:200,maintain_ms:100,decay_ms:0",

@@ -1,5 +1,5 @@
-/* The long-lived class (src/longlived.c): promoted small objects in
- * mimalloc heaps over the class's own range, beside jemalloc's path
+/* The long-lived class (src/longlived/longlived.c): promoted small objects
+ * in mimalloc heaps over the class's own range, beside jemalloc's path
  * (long_lived:jemalloc); the pool first; threads and fork; mimalloc's
  * options; libmimalloc absent or already the program's. */
 #include <criterion/criterion.h>
@@ -391,7 +391,7 @@ Test(longlived, counters_match_smaps) {
  * thread and by 4 others, freed, reallocated and freed across threads,
  * live_bytes is the sum of malloc_usable_size of those left and
  * allocations less frees is their number. With 80 threads too, more
- * than the counters' 64 shards (src/tally.c), so that threads share
+ * than the counters' 64 shards (src/base/tally.c), so that threads share
  * them. The site is promoted from a recording of the same program. */
 Test(longlived, counters_are_the_objects) {
 	char prof[128], conf[300];

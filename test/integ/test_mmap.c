@@ -1,4 +1,4 @@
-/* The program's own mmap calls (src/mmap.c), as smaps shows them: with
+/* The program's own mmap calls (src/mmap/mmap.c), as smaps shows them: with
  * THP "madvise", large anonymous private mappings get huge pages under the
  * library and none without; every call behaves as the kernel's. */
 #include <criterion/criterion.h>

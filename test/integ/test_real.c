@@ -62,7 +62,7 @@ Test(real, cxx_vector_map_string) {
 
 /* C++'s operator new and delete in every form (test/progs/cxxops.cpp):
  * the same output both ways, and with the library its operators serve
- * (src/cxx.c), the failure paths included (nothrow nullptr, bad_alloc,
+ * (src/api/cxx.c), the failure paths included (nothrow nullptr, bad_alloc,
  * the new_handler). */
 Test(real, cxx_operators) {
 	same_output(hp_path("cxxops"));

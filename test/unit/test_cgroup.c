@@ -1,4 +1,4 @@
-/* src/cgroup.c: the hugetlb cgroup limits, read from a fake tree (a
+/* src/pages/cgroup.c: the hugetlb cgroup limits, read from a fake tree (a
  * /proc/self/cgroup, a mountinfo and the cgroup directories under a
  * temporary directory), v1 and v2, ancestors included. */
 #define _GNU_SOURCE

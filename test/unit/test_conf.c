@@ -1,4 +1,4 @@
-/* Unit tests of the HUGEPRELOAD_CONF parser (src/conf.c). */
+/* Unit tests of the HUGEPRELOAD_CONF parser (src/base/conf.c). */
 #include <criterion/criterion.h>
 #include <string.h>
 #include "base/base.h"

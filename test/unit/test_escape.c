@@ -1,6 +1,7 @@
 /* Output injection (issue 30, defect 6): the escaping of strings from
- * outside (src/escape.c), in each format, against hand-written results;
- * and a buffer too small never gets half an escape or half a character. */
+ * outside (src/base/escape.c), in each format, against hand-written
+ * results; and a buffer too small never gets half an escape or half a
+ * character. */
 #include <criterion/criterion.h>
 #include <string.h>
 #include "base/escape.h"

@@ -1,4 +1,4 @@
-/* src/jemath.c against libm: exp, log and round for the embedded
+/* src/je/jemath.c against libm: exp, log and round for the embedded
  * jemalloc, which must not need libm. */
 #include <criterion/criterion.h>
 #include <math.h>

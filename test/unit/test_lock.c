@@ -1,6 +1,6 @@
-/* The debug build's checks (src/lock.h, hp_assert): a lock taken against
- * its rank, released by a thread that does not hold it, or a "lock held"
- * function called without it, stops the process. These tests link the
+/* The debug build's checks (src/base/lock.h, hp_assert): a lock taken
+ * against its rank, released by a thread that does not hold it, or a "lock
+ * held" function called without it, stops the process. These tests link the
  * debug objects (HP_DEBUG). */
 #include <criterion/criterion.h>
 #include <pthread.h>

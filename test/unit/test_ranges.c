@@ -1,4 +1,4 @@
-/* src/ranges.c: the sets of address ranges jemap.c and mmap.c keep. */
+/* src/base/ranges.c: the sets of address ranges jemap.c and mmap.c keep. */
 #include <criterion/criterion.h>
 #include "base/base.h"
 
