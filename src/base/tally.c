@@ -4,9 +4,9 @@
  * calls), in shards of their own cache lines, summed when read.
  *
  * One process-wide counter that every thread bumps is one cache line
- * that each promoted allocation takes from the other cores: threads
- * allocating at a promoted site would wait on each other at every call
- * (scripts/bench-mtpromoted; docs/benchmarks.md has the figures). A
+ * that each promoted allocation takes from the other cores, so threads
+ * allocating at one promoted site would slow each other down at every
+ * call (scripts/bench-mtpromoted; docs/benchmarks.md has the figures). A
  * thread takes a shard at its first count, in turn; the counts stay
  * atomic, so threads that share one (more threads than shards) count
  * right (plain stores were no faster where the shard is a thread's

@@ -69,8 +69,8 @@ static void start(void) {
 		hp_conf_parse(&hp_conf, getenv("HUGEPRELOAD_CONF"), report, NULL);
 	hp_je_malloc_conf_2_conf_harder = hp_jeconf(&hp_conf);
 	/* Before jemalloc starts, so that its fork handlers run inside ours:
-	 * see huge/region_fork.c and je/edata.c. (glibc keeps the first 48 handlers
-	 * without malloc.) */
+	 * see huge/region_fork.c and je/edata.c. (glibc keeps the first 48
+	 * handlers without malloc.) */
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 
 	hp_sys_t sys;

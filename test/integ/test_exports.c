@@ -8,7 +8,7 @@
 
 Test(exports, exactly_the_malloc_family_and_public_api) {
 	const char *want[] = {
-	    /* C++'s operator delete and new, jemalloc's twenty (src/api/cxx.c) */
+	    /* C++'s operator delete and new, jemalloc's twenty (api/cxx.c) */
 	    "_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvSt11align_val_t",
 	    "_ZdaPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvm",
 	    "_ZdaPvmSt11align_val_t", "_ZdlPv", "_ZdlPvRKSt9nothrow_t",
