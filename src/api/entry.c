@@ -130,7 +130,7 @@ HP_EXPORT int malloc_trim(size_t pad) {
 	if (!hp_init())
 		return 0;
 	int saved = errno;
-	int ret = hp_trim_all();
+	int ret = hp_maint_trim();
 	errno = saved;
 	return ret;
 }

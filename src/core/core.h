@@ -44,12 +44,11 @@ void hp_stats_atfork_child(void);
 void hp_stats_heap_totals(hp_heap_t *h);
 
 
-/* maint.c: the maintenance thread. */
+/* maint.c: the maintenance thread, and malloc_trim's purge of every
+ * class. */
 void hp_maint_start(void);
 void hp_maint_atfork_child(void);
-
-/* trim.c: malloc_trim's purge of every class. */
-int hp_trim_all(void);
+int hp_maint_trim(void);
 
 #pragma GCC visibility pop
 

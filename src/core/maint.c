@@ -1,4 +1,7 @@
 /*
+ * Maintenance: all the purging that is not jemalloc's own, periodic and
+ * on demand.
+ *
  * The maintenance thread: once every maintain_ms, the periodic work that
  * must happen while the program makes no malloc call. It polls the
  * hugetlb pool, drives the huge arena's decay (free huge pages go back
@@ -8,6 +11,14 @@
  * and refreshes the counters, applying strand_limit. It starts with the
  * first huge-class allocation, not at load: a process that never uses
  * the huge class stays single-threaded.
+ *
+ * malloc_trim (hp_maint_trim): the same on demand, every class at once.
+ * The small class is jemalloc's automatic arenas and thread caches, kept
+ * on 4 KiB pages: jemalloc's own thp:never (je/jeconf.c) advises
+ * MADV_NOHUGEPAGE on every mapping it makes for them, so what a purge
+ * frees returns to the kernel at 4 KiB granularity even when THP is
+ * "always". Then the extent descriptors' empty pages and the long-lived
+ * class's empty segments go back, and the counters are refreshed.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -77,4 +88,40 @@ void hp_maint_start(void) {
 /* In a fork child, whose huge class starts its own thread. */
 void hp_maint_atfork_child(void) {
 	thread_on = false;
+}
+
+/* ---- malloc_trim ----------------------------------------------------- */
+
+static size_t unused_pages(void) {
+	uint64_t epoch = 1;
+	size_t sz = sizeof epoch, unused = 0, v, vsz = sizeof v;
+	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
+	if (hp_je_mallctl("stats.arenas.4096.pdirty", &v, &vsz, NULL, 0) == 0)
+		unused += v;
+	if (hp_je_mallctl("stats.arenas.4096.pmuzzy", &v, &vsz, NULL, 0) == 0)
+		unused += v;
+	return unused;
+}
+
+/*
+ * malloc_trim: flush this thread's cache and purge every arena. jemalloc
+ * skips an arena whose decay thread is purging at that moment, so this
+ * purges again until nothing unused is left (for 100 ms at most, in case
+ * other threads keep freeing). Returns 1 if there were pages to give
+ * back, as glibc does.
+ */
+int hp_maint_trim(void) {
+	hp_je_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+	size_t unused = unused_pages();
+	for (int i = 0; i < 100; i++) {
+		hp_je_mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+		if (unused_pages() == 0)
+			break;
+		struct timespec ms = {0, 1000 * 1000};
+		nanosleep(&ms, NULL);
+	}
+	hp_edata_trim();
+	hp_ll_collect(0, true);
+	hp_stats_refresh(false);
+	return unused > 0;
 }
