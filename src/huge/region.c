@@ -453,6 +453,7 @@ static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
     int sign) {
 	hp_arena_stats_t *a = &t->a;
 	uint64_t s = (uint64_t)(int64_t)sign;    /* adds modulo 2^64 */
+	hp_assert((sign == 1 || sign == -1) && pg->nreleased <= HP_SUBPAGES);
 	if (pg->map == HP_MAP_NONE)
 		return;
 	if (hp >= hp_region.carved_end) {   /* a 1 GiB page's uncarved part */

@@ -77,7 +77,9 @@ static size_t first_avail(void) {
 		if (summary[hint] == 0)
 			continue;
 		size_t w = hint * 64 + (size_t)__builtin_ctzll(summary[hint]);
-		return w * 64 + (size_t)__builtin_ctzll(avail[w]);
+		size_t i = w * 64 + (size_t)__builtin_ctzll(avail[w]);
+		hp_assert(avail[w] != 0 && i < committed && info[i].nfree > 0);
+		return i;
 	}
 	return MAX_PAGES;
 }

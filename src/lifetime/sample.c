@@ -70,6 +70,7 @@ static uint64_t now_ns(void) {
 }
 
 static int64_t next_interval(void) {
+	hp_assert(mean_interval > 0);
 	if (rng == 0)
 		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -156,6 +157,7 @@ static bool zone_init(uintptr_t base, size_t size, long decay_ms,
 	*why = "no address space for it";
 	if (size == 0)
 		return false;
+	hp_assert(size > HP_PAGE && ((base | size) & (HP_PAGE - 1)) == 0);
 	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
 	/* Its first page stays PROT_NONE: a mapping below the zone (the
 	 * long-lived class's top block, read-write MADV_NOHUGEPAGE like the

@@ -363,6 +363,7 @@ static inline void *heap_alloc(mi_heap_t *h, size_t size, bool zero) {
 }
 
 static inline uint32_t *slice_of(const void *p) {
+	hp_assert(hp_ll_contains(p));
 	return &bsize[((uintptr_t)p - hp_ll_base) >> LL_SLICE_SHIFT];
 }
 

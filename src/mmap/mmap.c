@@ -64,6 +64,8 @@ static uintptr_t page_up(uintptr_t x) {
 }
 
 static void count(uint64_t *c, uint64_t n) {
+	hp_assert(c >= (uint64_t *)&hp_mmap_counts &&
+	    c < (uint64_t *)(&hp_mmap_counts + 1));
 	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 

@@ -51,6 +51,7 @@ static size_t held(const size_t *n) {
  * the target already: take the hole back before anyone else's mmap can.
  * True if the range is now PROT_NONE and ours (it was a hole). */
 static bool rereserve(uintptr_t addr, size_t len) {
+	hp_assert(len != 0 && ((addr | len) & (HP_HUGE - 1)) == 0);
 	void *p = hp_os_mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
 	return p == (void *)addr;
