@@ -195,6 +195,7 @@ static inline hp_shard_t *hp_shard(void) {
 }
 /* Adds d (a difference, modulo 2^64) to counter t of shard s. */
 static inline void hp_tally(hp_shard_t *s, hp_tally_t t, uint64_t d) {
+	hp_assert(s >= hp_shards && s < hp_shards + HP_SHARDS && t < HP_TALLY_N);
 	__atomic_fetch_add(&s->v[t], d, __ATOMIC_RELAXED);
 }
 uint64_t hp_tally_sum(hp_tally_t t);

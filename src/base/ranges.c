@@ -7,8 +7,23 @@
 #include <string.h>
 #include "base/base.h"
 
+#ifdef HP_DEBUG
+/* Sorted and disjoint, none empty, and apart: two ranges that touched
+ * would have been merged. */
+static bool well_formed(const hp_ranges_t *set) {
+	if (set->n > set->max)
+		return false;
+	for (unsigned i = 0; i < set->n; i++)
+		if (set->r[i].start >= set->r[i].end ||
+		    (i > 0 && set->r[i - 1].end >= set->r[i].start))
+			return false;
+	return true;
+}
+#endif
+
 /* Adds [s, e), merged with what it touches or overlaps. */
 void hp_ranges_add(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
+	hp_assert(s < e && well_formed(set));
 	unsigned i = 0;
 	while (i < set->n && set->r[i].end < s)
 		i++;
@@ -27,10 +42,12 @@ void hp_ranges_add(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 	memmove(&set->r[i + 1], &set->r[j], (set->n - j) * sizeof *set->r);
 	set->n = set->n - (j - i) + 1;
 	set->r[i] = (hp_range_t){s, e};
+	hp_assert(well_formed(set));
 }
 
 /* Takes [s, e) away, splitting a range it cuts in two. */
 void hp_ranges_del(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
+	hp_assert(s <= e && well_formed(set));
 	unsigned i = 0;
 	while (i < set->n && set->r[i].end <= s)
 		i++;
@@ -40,12 +57,14 @@ void hp_ranges_del(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 			if (set->n == set->max) {
 				set->overflow = true;
 				r->end = s;                        /* keep the lower part */
+				hp_assert(well_formed(set));
 				return;
 			}
 			memmove(r + 2, r + 1, (set->n - i - 1) * sizeof *r);
 			set->n++;
 			r[1] = (hp_range_t){e, r->end};
 			r->end = s;
+			hp_assert(well_formed(set));
 			return;
 		}
 		if (r->start < s) {
@@ -53,12 +72,14 @@ void hp_ranges_del(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 			i++;
 		} else if (r->end > e) {
 			r->start = e;
+			hp_assert(well_formed(set));
 			return;
 		} else {                                   /* all of it */
 			memmove(r, r + 1, (set->n - i - 1) * sizeof *r);
 			set->n--;
 		}
 	}
+	hp_assert(well_formed(set));
 }
 
 /* Whether one range of the set holds all of [s, e). */

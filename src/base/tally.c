@@ -30,6 +30,7 @@ hp_shard_t *hp_shard_take(void) {
  * its allocation, so a difference can read below zero while threads
  * count. Clamped: 0 then. */
 uint64_t hp_tally_sum(hp_tally_t t) {
+	hp_assert(t < HP_TALLY_N);
 	uint64_t sum = 0;
 	for (unsigned i = 0; i < HP_SHARDS; i++)
 		sum += __atomic_load_n(&hp_shards[i].v[t], __ATOMIC_RELAXED);

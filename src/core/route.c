@@ -29,17 +29,23 @@ void *hp_route_alloc(size_t size, size_t align, bool zero) {
 	return p;
 }
 
+/* Each class's free asserts that the pointer is in its range; the three
+ * ranges are disjoint parts of the owned range. */
 void hp_route_free_owned(void *p) {
 	int saved = errno;
+	hp_assert(hp_maybe_owned(p));
 	if (hp_zone_contains(p))
 		hp_sample_free(p);
 	else if (hp_region_contains(p))
 		hp_huge_free(p);
 	else if (hp_ll_contains(p))
 		hp_ll_free(p);
-	else
-		hp_je_free(p);           /* above the reservation: see
-		                            hp_maybe_owned() */
+	else {
+		/* Above the reservation (see hp_maybe_owned()): jemalloc's. A
+		 * pointer inside it but in no class's range is no object. */
+		hp_assert(!hp_owned(p));
+		hp_je_free(p);
+	}
 	errno = saved;
 }
 
@@ -102,6 +108,7 @@ static void *realloc_slow(void *p, size_t size) {
  * class's small sizes; NULL if neither can take it. */
 static void *place_promoted(size_t size, bool zero) {
 	void *p = NULL;
+	hp_assert(!hp_sample_busy);
 	/* The first call makes the arena and its threads, whose own
 	 * allocations must not come back here. */
 	hp_sample_busy = true;
@@ -111,6 +118,8 @@ static void *place_promoted(size_t size, bool zero) {
 		p = hp_huge_small(size, zero);
 	hp_sample_busy = false;
 	if (p != NULL) {
+		/* On huge pages: the long-lived class's, or the huge class's. */
+		hp_assert(hp_ll_contains(p) || hp_region_contains(p));
 		hp_shard_t *s = hp_shard();
 		hp_tally(s, HP_TALLY_PLACED_BYTES, size);
 		hp_tally(s, HP_TALLY_PLACED, 1);

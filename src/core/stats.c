@@ -117,6 +117,7 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 	a->metadata_bytes = resident > a->in_use_bytes ?
 	    resident - a->in_use_bytes : 0;
 	a->resident_bytes = a->in_use_bytes + a->metadata_bytes;
+	hp_assert(a->resident_bytes >= resident);
 }
 
 /* The heap as jemalloc counts it now, for the allocator extension APIs
@@ -218,9 +219,15 @@ static void collect(hp_stats_t *st) {
 	uint64_t meta = huge->metadata_bytes;
 	huge->mapped_bytes = huge->resident_bytes = 0;
 	hp_region_scan(huge);
+	/* The pages' states: stranded parts are resident ones. */
+	hp_assert(huge->stranded_bytes <= huge->resident_bytes &&
+	    huge->resident_bytes <= huge->mapped_bytes);
 	huge->in_use_bytes = huge->resident_bytes - huge->stranded_bytes;
 	huge->free_resident_bytes = 0;
 	hp_resident_scan(huge);
+	/* Each resident part one of in use, stranded, free (resident.c). */
+	hp_assert(huge->resident_bytes == huge->in_use_bytes +
+	    huge->stranded_bytes + huge->free_resident_bytes);
 	huge->resident_bytes += meta;
 	huge->fallback_pool_empty = hp_backing_fallbacks.pool_empty;
 	huge->fallback_thp_off = hp_backing_fallbacks.thp_off;
@@ -244,6 +251,12 @@ static void collect(hp_stats_t *st) {
 	memcpy(&st->descriptors, (const void *)&hp_edata_counts,
 	    sizeof st->descriptors);
 	memcpy(&st->mmap, (const void *)&hp_mmap_counts, sizeof st->mmap);
+	/* The small class's and the long-lived class's totals add up. */
+	hp_assert(small->resident_bytes == small->in_use_bytes +
+	    small->metadata_bytes && st->narenas <= HP_STATS_ARENAS &&
+	    (st->narenas < 3 || st->arena[2].resident_bytes ==
+	    st->arena[2].in_use_bytes + st->arena[2].stranded_bytes +
+	    st->arena[2].metadata_bytes));
 	hp_stats_name_arenas(st);            /* by slot: no name twice */
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -252,6 +265,8 @@ static void collect(hp_stats_t *st) {
 }
 
 static void publish(void) {
+	hp_assert(local.magic == HP_STATS_MAGIC &&       /* hp_stats_init's */
+	    local.version == HP_STATS_VERSION && local.narenas <= HP_STATS_ARENAS);
 	if (shm == NULL || shm_pid != getpid())
 		return;
 #ifdef HP_DEBUG
@@ -357,6 +372,9 @@ void hp_stats_maint_pass(uint64_t ns) {
 	m->region_lock_ns += ns;
 	if (ns > m->region_lock_max_ns)
 		m->region_lock_max_ns = ns;
+	/* The longest pass is one of them (a fork child starts all three
+	 * again). */
+	hp_assert(m->region_lock_max_ns <= m->region_lock_ns);
 	hp_unlock(&refresh_lock);
 }
 

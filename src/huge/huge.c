@@ -36,7 +36,12 @@ static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
 /* ---- the extent hooks --------------------------------------------------- */
 
 static bool foreign(const void *addr, size_t size) {
-	if (hp_likely(hp_region_owns(addr, size)))
+	bool owned = hp_region_owns(addr, size);
+	/* The embedded jemalloc hands back only ranges the hooks gave it
+	 * (hooks_refused is 0 in every test): a debug build stops at one
+	 * that is not. */
+	hp_assert(owned);
+	if (hp_likely(owned))
 		return false;
 	__atomic_fetch_add(&hp_backing_fallbacks.foreign, 1, __ATOMIC_RELAXED);
 	return true;
@@ -48,6 +53,8 @@ static void *h_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	if (new_addr != NULL)        /* in-place growth: not offered */
 		return NULL;
 	void *p = hp_region_alloc(size, align, *commit);
+	hp_assert(p == NULL || (hp_region_owns(p, size) &&
+	    (align == 0 || (uintptr_t)p % align == 0)));
 	if (p != NULL)
 		*zero = true;            /* fresh, or zeroed on reuse */
 	return p;
@@ -218,8 +225,10 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	int shape = (zero ? MALLOCX_ZERO : 0) |
 	    (align > HP_MALLOC_ALIGN ? MALLOCX_ALIGN(align) : 0);
 	void *p = started() ? hp_je_mallocx(size, huge_flags | shape) : NULL;
-	if (hp_likely(p != NULL))
+	if (hp_likely(p != NULL)) {
+		hp_assert(hp_region_contains(p));     /* the arena's hooks' */
 		return p;
+	}
 	/* The reservation is full or could not be mapped: the program
 	 * goes on, on 4 KiB pages. */
 	p = hp_je_mallocx(size, shape);
@@ -262,8 +271,10 @@ void *hp_huge_small(size_t size, bool zero) {
 		tcache_id = id + 1;
 		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
 	}
-	return hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
+	void *p = hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
 	    MALLOCX_TCACHE(tcache_id - 1) | (zero ? MALLOCX_ZERO : 0));
+	hp_assert(p == NULL || hp_region_contains(p));
+	return p;
 }
 
 void hp_huge_free(void *p) {

@@ -20,6 +20,9 @@
 hp_region_t hp_region;
 hp_lock_t hp_region_lock = HP_LOCK_INIT(HP_RANK_REGION);
 static void tally(uintptr_t hp, int sign);
+#ifdef HP_DEBUG
+static bool totals_agree(void);
+#endif
 /* Counters kept under region_lock: pages given back whole, split by
  * strand_limit, and partial purges left undone (no split). */
 static uint64_t n_released, n_split, n_refused;
@@ -118,6 +121,7 @@ bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
 	hp_region.bump = hp_region.carved_end = base;
 	hp_region.base = base;
 	hp_region.size = size;
+	hp_assert(size != 0 && size <= got && ((base | size) & (align - 1)) == 0);
 	/* The size first: a free() that sees the base must find both. */
 	hp_owned_size = got;
 	__atomic_store_n(&hp_owned_base, base, __ATOMIC_RELEASE);
@@ -151,6 +155,7 @@ static void span(uintptr_t hp, uintptr_t a, uintptr_t e, unsigned *first,
  * (jemalloc's own metadata, say) must not take them. */
 static bool map_locked(uintptr_t a, uintptr_t e) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(a < e && a >= hp_region.base && e <= hp_region.carved_end);
 	uintptr_t end = align_up(e, HP_HUGE);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < end;) {
 		if (hp_region_page(hp)->map != HP_MAP_NONE) {
@@ -168,12 +173,14 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 				    hp_region_page(q)->map == HP_MAP_NONE;
 			if (free_gib && hp_backing_map_gib(g)) {
 				for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+					hp_assert(hp_region_page(q)->map == HP_MAP_NONE);
 					tally(q, -1);
 					hp_region_page(q)->map = HP_MAP_HUGETLB_1G;
 					hp_region_page(q)->sharers = 0;
 					tally(q, 1);
 				}
 				hp_region.hugetlb_1g++;
+				hp_assert(totals_agree());
 				hp = g + HP_GIB;
 				continue;
 			}
@@ -185,6 +192,8 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 		size_t got = hp_backing_map(hp, run - hp, &type);
 		if (got == 0)
 			return false;
+		hp_assert(got <= run - hp && (got & (HP_HUGE - 1)) == 0 &&
+		    type != HP_MAP_NONE && type != HP_MAP_HUGETLB_1G);
 		for (uintptr_t q = hp; q < hp + got; q += HP_HUGE) {
 			tally(q, -1);
 			hp_region_page(q)->map = (uint8_t)type;
@@ -194,6 +203,7 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
 		}
 		if (type == HP_MAP_HUGETLB_2M)
 			hp_region.hugetlb_2m += got >> HP_HUGE_SHIFT;
+		hp_assert(totals_agree());
 		hp = hp + got;
 	}
 	return true;
@@ -203,6 +213,7 @@ static bool map_locked(uintptr_t a, uintptr_t e) {
  * as they are first used. */
 static void collapse_locked(uintptr_t a, uintptr_t e) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(a < e && a >= hp_region.base && e <= hp_region.carved_end);
 	uintptr_t run = 0, end = align_up(e, HP_HUGE);
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp <= end; hp += HP_HUGE) {
 		bool fresh = hp < end && hp_region_page(hp)->map == HP_MAP_THP &&
@@ -220,6 +231,7 @@ static void collapse_locked(uintptr_t a, uintptr_t e) {
 
 static bool reuse_locked(uintptr_t a, size_t len) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(len != 0 && ((a | len) & (HP_PAGE - 1)) == 0);
 	if (!map_locked(a, a + len))
 		return false;
 	if (hp_conf.collapse)
@@ -230,6 +242,7 @@ static bool reuse_locked(uintptr_t a, size_t len) {
 		span(hp, a, a + len, &first, &n);
 		tally(hp, -1);
 		hp_hpage_reuse(hp_region_page(hp), first, n, zero);
+		hp_assert(hp_region_page(hp)->map != HP_MAP_NONE);   /* mapped above */
 		tally(hp, 1);
 		/* jemalloc takes decommitted memory back as zeroed; subpages
 		 * that stayed resident inside a live huge page are not. */
@@ -263,17 +276,23 @@ void *hp_region_alloc(size_t size, size_t align, bool commit) {
 	uintptr_t was = hp_region.carved_end, carved = was;
 	for (; carved < end; carved += HP_HUGE) {
 		hp_hpage_t *pg = hp_region_page(carved);
+		/* Nothing maps a page before it is carved but a 1 GiB page
+		 * mapped for an earlier one of its GiB. */
+		hp_assert(pg->map == HP_MAP_NONE || pg->map == HP_MAP_HUGETLB_1G);
 		tally(carved, -1);           /* counted as not carved yet */
 		memset(pg->released, 0xff, sizeof pg->released);
 		memset(pg->dirty, 0, sizeof pg->dirty);
 		pg->nreleased = HP_SUBPAGES;
 	}
+	hp_assert((carved & (HP_HUGE - 1)) == 0 &&
+	    carved <= hp_region.base + hp_region.size);
 	__atomic_store_n(&hp_region.carved_end, carved, __ATOMIC_RELEASE);
 	for (uintptr_t hp = was; hp < carved; hp += HP_HUGE)
 		tally(hp, 1);
 	if (commit && !reuse_locked(start, size))
 		goto out;
 	hp_region.bump = end;
+	hp_assert(end <= hp_region.carved_end);
 	ret = (void *)start;
 out:
 	hp_region_unlock_timed();
@@ -296,18 +315,22 @@ static bool gib_empty(uintptr_t hp) {
  * bytes, and a fork child that copies them sees them as dirty still. */
 static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(zap < end && end <= hp_region.carved_end && type != HP_MAP_NONE);
 	if (type == HP_MAP_HUGETLB_1G) {
 		/* Only a whole empty GiB can go back to the 1 GiB pool. */
 		for (uintptr_t g = zap & ~(HP_GIB - 1); g < end; g += HP_GIB) {
 			if (!gib_empty(g) || !hp_backing_zap(g, HP_GIB, type))
 				continue;
 			for (uintptr_t q = g; q < g + HP_GIB; q += HP_HUGE) {
+				hp_assert(hp_region_page(q)->map == HP_MAP_HUGETLB_1G);
 				tally(q, -1);
 				hp_hpage_zapped(hp_region_page(q));
 				hp_region_page(q)->map = HP_MAP_NONE;
 				tally(q, 1);             /* unmapped: adds nothing */
 			}
+			hp_assert(hp_region.hugetlb_1g > 0);
 			hp_region.hugetlb_1g--;
+			hp_assert(totals_agree());
 			n_released += HP_PER_GIB;
 		}
 		return;
@@ -316,6 +339,8 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 		return;                  /* reuse will zero them instead */
 	n_released += (end - zap) >> HP_HUGE_SHIFT;
 	for (uintptr_t hp = zap; hp < end; hp += HP_HUGE) {
+		hp_assert(hp_region_page(hp)->map == type &&
+		    hp_region_page(hp)->nreleased == HP_SUBPAGES);
 		tally(hp, -1);
 		hp_hpage_zapped(hp_region_page(hp));
 		hp_region_page(hp)->populated = false;
@@ -326,8 +351,11 @@ static void zap_run(uintptr_t zap, uintptr_t end, hp_map_t type) {
 			hp_region_page(hp)->map = HP_MAP_NONE;
 		tally(hp, 1);
 	}
-	if (type == HP_MAP_HUGETLB_2M)
+	if (type == HP_MAP_HUGETLB_2M) {
+		hp_assert(hp_region.hugetlb_2m >= (end - zap) >> HP_HUGE_SHIFT);
 		hp_region.hugetlb_2m -= (end - zap) >> HP_HUGE_SHIFT;
+	}
+	hp_assert(totals_agree());
 }
 
 void hp_region_release(void *addr, size_t len) {
@@ -342,6 +370,7 @@ void hp_region_release(void *addr, size_t len) {
 		tally(hp, -1);
 		bool zap_it = hp_hpage_release(pg, first, n) &&
 		    pg->map != HP_MAP_NONE;
+		hp_assert(!zap_it || pg->nreleased == HP_SUBPAGES);
 		if (!zap_it && pg->map != HP_MAP_NONE &&
 		    pg->nreleased < HP_SUBPAGES) {
 			if (pg->split || pg->map == HP_MAP_4K)
@@ -424,6 +453,7 @@ static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
     int sign) {
 	hp_arena_stats_t *a = &t->a;
 	uint64_t s = (uint64_t)(int64_t)sign;    /* adds modulo 2^64 */
+	hp_assert((sign == 1 || sign == -1) && pg->nreleased <= HP_SUBPAGES);
 	if (pg->map == HP_MAP_NONE)
 		return;
 	if (hp >= hp_region.carved_end) {   /* a 1 GiB page's uncarved part */
@@ -468,14 +498,45 @@ static void tally_into(tally_t *t, uintptr_t hp, const hp_hpage_t *pg,
 		t->thp_stranded += s * stranded;
 }
 
+#ifdef HP_DEBUG
+/* The totals of the pages counted in: none below zero (a page taken out
+ * that was not counted in would wrap them), and each figure within the
+ * one it is part of. Between a page's tally(-1) and tally(1) too. */
+static bool totals_sane(void) {
+	const hp_arena_stats_t *a = &totals.a;
+	uint64_t pages = a->mapped_bytes >> HP_HUGE_SHIFT;
+	return a->hugetlb_2m_bytes + a->hugetlb_1g_bytes + a->thp_bytes +
+	    a->small_page_bytes == a->mapped_bytes &&
+	    a->resident_bytes <= a->mapped_bytes &&
+	    a->resident_huge_bytes <= a->resident_bytes &&
+	    a->stranded_bytes <= a->resident_bytes &&
+	    totals.thp_stranded <= a->stranded_bytes &&
+	    a->pages_full + a->pages_partial + a->pages_empty_resident <= pages;
+}
+
+/* The hugetlb pages the region holds, by its counters and by its pages'
+ * states. Each 1 GiB page counts whole, its parts not carved yet
+ * included; a fork child's copies of hugetlb pages are THP. */
+static bool totals_agree(void) {
+	return totals.a.hugetlb_2m_bytes == hp_region.hugetlb_2m * HP_HUGE &&
+	    totals.a.hugetlb_1g_bytes >= hp_region.hugetlb_1g * HP_GIB &&
+	    hp_region.hugetlb_2m <= hp_region.size >> HP_HUGE_SHIFT &&
+	    hp_region.hugetlb_1g <= hp_region.size >> HP_GIB_SHIFT;
+}
+#endif
+
 static void tally(uintptr_t hp, int sign) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(hp_region_page(hp)->map <= HP_MAP_HUGETLB_1G);
 	tally_into(&totals, hp, hp_region_page(hp), sign);
+	hp_assert(totals_sane());
 }
 
 /* For the fork child, whose region_lock is still the parent thread's. */
 void hp_region_recount(uintptr_t hp, hp_hpage_t *pg, int sign) {
+	hp_assert(pg == hp_region_page(hp));
 	tally_into(&totals, hp, pg, sign);
+	hp_assert(totals_sane());
 }
 
 /* The page-level fields of b added to a. */
@@ -503,9 +564,13 @@ static void recount_check(void) {
 	uintptr_t end = hp_region.carved_end;
 	if (hp_conf.hugetlb_page == HP_GIB && hp_region.size)
 		end = align_up(end, HP_GIB);
-	for (uintptr_t hp = hp_region.base; hp < end; hp += HP_HUGE)
+	for (uintptr_t hp = hp_region.base; hp < end; hp += HP_HUGE) {
+		hp_assert(hp >= hp_region.carved_end ||
+		    hp_hpage_valid(hp_region_page(hp)));
 		tally_into(&t, hp, hp_region_page(hp), 1);
+	}
 	hp_assert(memcmp(&t, &totals, sizeof t) == 0);
+	hp_assert(totals_agree() && hp_region.bump <= hp_region.carved_end);
 }
 #else
 #define recount_check() ((void)0)
@@ -545,6 +610,7 @@ void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
 		uintptr_t hp = first + ((uintptr_t)i << HP_HUGE_SHIFT);
 		const hp_hpage_t *pg = hp_region_page(hp);
 		bool carved = hp < hp_region.carved_end;
+		hp_assert(!carved || hp_hpage_valid(pg));
 		v[i].may_be_huge = whole_resident(pg);
 		v[i].nheld = carved ? HP_SUBPAGES - pg->nreleased : 0;
 		for (unsigned w = 0; w < HP_SUBWORDS; w++)
@@ -555,12 +621,16 @@ void hp_region_view(uintptr_t first, uint64_t pages, hp_page_view_t *v) {
 
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(pg == hp_region_page(hp) && pg->map != HP_MAP_NONE);
 	hp_hpage_purge(hp, pg, split);
 }
 
 /* Purges the free 4 KiB parts of a THP page, which splits it. */
 static void split_page(uintptr_t hp, hp_hpage_t *pg) {
 	hp_lock_assert_held(&hp_region_lock);
+	/* A THP page with live and free parts, split once. */
+	hp_assert(pg->map == HP_MAP_THP && !pg->split && pg->nreleased != 0 &&
+	    pg->nreleased != HP_SUBPAGES);
 	tally(hp, -1);
 	purge_parts(hp, pg, true);
 	/* Or khugepaged would collapse it again, filling the holes. */
@@ -598,6 +668,7 @@ size_t hp_region_enforce(size_t limit) {
 			splits++;
 		}
 	size_t stranded = totals.thp_stranded;
+	hp_assert(splits <= HP_SPLITS_PER_PASS);
 	hp_region_unlock_timed();
 	return stranded;
 }

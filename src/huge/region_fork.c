@@ -37,6 +37,8 @@ static unsigned nshadows;
 /* Copies [addr, addr + len) to a THP shadow and keeps it from the child. */
 static bool shadow_run(uintptr_t addr, size_t len) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(nshadows < HP_MAX_SHADOWS && len != 0 &&
+	    ((addr | len) & (HP_HUGE - 1)) == 0);
 	void *copy = hp_backing_copy(addr, len);
 	if (copy == NULL)
 		return false;
@@ -56,6 +58,10 @@ static size_t extra_len;
 static uint8_t extra_sharers;   /* as a page's sharers, for all of them */
 
 void hp_region_fork_also(uintptr_t addr, size_t len) {
+	/* Outside the region: its pages are counted apart. */
+	hp_assert(((addr | len) & (HP_HUGE - 1)) == 0 &&
+	    (addr >= hp_region.base + hp_region.size ||
+	    addr + len <= hp_region.base));
 	hp_region_lock_timed();
 	extra_base = addr;
 	extra_len = len;
@@ -64,6 +70,7 @@ void hp_region_fork_also(uintptr_t addr, size_t len) {
 }
 
 static void shared_once_more(uint8_t *sharers) {
+	hp_lock_assert_held(&hp_region_lock);
 	if (*sharers < UINT8_MAX)
 		(*sharers)++;
 }
@@ -77,6 +84,8 @@ static void shared_once_more(uint8_t *sharers) {
  */
 static size_t owed_copies(size_t page, hp_map_t type, bool fresh) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert((type == HP_MAP_HUGETLB_2M && page == HP_HUGE) ||
+	    (type == HP_MAP_HUGETLB_1G && page == HP_GIB));
 	int fd = fresh ? hp_os_open("/proc/self/pagemap", O_RDONLY, 0) : -1;
 	size_t owed = 0;
 	for (uintptr_t hp = hp_region.base; hp < hp_region.carved_end;
@@ -107,6 +116,8 @@ static size_t owed_copies(size_t page, hp_map_t type, bool fresh) {
 static void count_shared(size_t page, hp_map_t type, uintptr_t upto,
     bool extra_shadowed) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(upto >= hp_region.base && ((upto - hp_region.base) &
+	    (page - 1)) == 0);
 	for (uintptr_t hp = upto; hp < hp_region.carved_end; hp += page)
 		if (hp_region_page(hp)->map == type)
 			shared_once_more(&hp_region_page(hp)->sharers);
@@ -116,6 +127,7 @@ static void count_shared(size_t page, hp_map_t type, uintptr_t upto,
 
 static void shadow_deficit(size_t page, hp_map_t type, size_t held) {
 	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(held != 0 && nshadows <= HP_MAX_SHADOWS);
 	long room = hp_backing_room(page);
 	size_t avail = room > 0 ? (size_t)room : 0;
 	/* pagemap is read only when the bound would call for copies. */
@@ -159,6 +171,10 @@ out:
 
 void hp_region_prefork(void) {
 	hp_lock(&hp_region_lock);
+	/* Counters that wrapped below zero would ask for shadows of pages
+	 * that are not there. */
+	hp_assert(hp_region.hugetlb_2m <= hp_region.size >> HP_HUGE_SHIFT &&
+	    hp_region.hugetlb_1g <= hp_region.size >> HP_GIB_SHIFT);
 	nshadows = 0;
 	if (hp_region.hugetlb_2m || extra_len)
 		shadow_deficit(HP_HUGE, HP_MAP_HUGETLB_2M, hp_region.hugetlb_2m +
@@ -168,6 +184,8 @@ void hp_region_prefork(void) {
 }
 
 void hp_region_postfork_parent(void) {
+	hp_lock_assert_held(&hp_region_lock);
+	hp_assert(nshadows <= HP_MAX_SHADOWS);
 	for (unsigned i = 0; i < nshadows; i++) {
 		hp_os_madvise((void *)shadows[i].addr, shadows[i].len, MADV_DOFORK);
 		hp_os_munmap(shadows[i].copy, shadows[i].len);
@@ -196,11 +214,16 @@ void hp_region_postfork_child(void) {
 			hp_hpage_t *pg = hp_region_page(q);
 			/* region_lock is still the parent thread's here. */
 			hp_region_recount(q, pg, -1);
-			if (pg->map == HP_MAP_HUGETLB_2M)
+			hp_assert(pg->map == HP_MAP_HUGETLB_2M ||
+			    pg->map == HP_MAP_HUGETLB_1G);
+			if (pg->map == HP_MAP_HUGETLB_2M) {
+				hp_assert(hp_region.hugetlb_2m > 0);
 				hp_region.hugetlb_2m--;
-			else if (pg->map == HP_MAP_HUGETLB_1G &&
-			    (q & (HP_GIB - 1)) == 0)
+			} else if (pg->map == HP_MAP_HUGETLB_1G &&
+			    (q & (HP_GIB - 1)) == 0) {
+				hp_assert(hp_region.hugetlb_1g > 0);
 				hp_region.hugetlb_1g--;
+			}
 			pg->map = HP_MAP_THP;
 			pg->populated = true;
 			pg->sharers = 0;

@@ -69,6 +69,9 @@ static void count_run(scan_t *s, const run_t *r) {
 		unsigned from = (unsigned)((a - hp) >> HP_PAGE_SHIFT);
 		unsigned n = (unsigned)((e - a) >> HP_PAGE_SHIFT);
 		unsigned held = held_in(v->held, from, n);
+		/* The view is the page's state, whole, at one moment. */
+		hp_assert(v->nheld == held_in(v->held, 0, HP_SUBPAGES) &&
+		    held <= n && n != 0);
 		uint64_t bytes = (uint64_t)n << HP_PAGE_SHIFT;
 		s->resident += bytes;
 		if (r->huge && v->may_be_huge)
@@ -89,6 +92,7 @@ static void flush(scan_t *s) {
 	if (s->nruns == 0)
 		return;
 	uint64_t pages = 0;
+	hp_assert(s->nruns <= RUNS && s->npages <= CHUNK);
 	for (unsigned k = 0; k < s->nruns; k++) {
 		size_t i = (s->runs[k].start - s->first) >> HP_HUGE_SHIFT;
 		size_t j = (s->runs[k].end - 1 - s->first) >> HP_HUGE_SHIFT;
@@ -103,6 +107,12 @@ static void flush(scan_t *s) {
 
 static void on_run(void *ctx, uintptr_t start, uintptr_t end, bool huge) {
 	scan_t *s = ctx;
+	/* In address order, disjoint, inside the chunk asked about: each
+	 * resident part is counted once. */
+	hp_assert(start < end && start >= s->first && end <= s->first +
+	    ((uintptr_t)s->npages << HP_HUGE_SHIFT) && (s->nruns == 0 ||
+	    start >= s->runs[s->nruns - 1].end) && ((start | end) &
+	    (HP_PAGE - 1)) == 0);
 	if (s->nruns == RUNS)
 		flush(s);
 	s->runs[s->nruns++] = (run_t){start, end, huge};

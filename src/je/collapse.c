@@ -52,6 +52,7 @@ bool hp_collapse(uintptr_t r) {
 	void *p = (void *)r;
 	hp_lock(&lock);
 	hp_ranges_add(&done, r, r + HP_HUGE);
+	hp_assert(done.overflow || hp_ranges_hold(&done, r, r + HP_HUGE));
 	publish();
 	hp_unlock(&lock);
 	bool ok = hp_os_madvise(p, HP_HUGE, MADV_HUGEPAGE) == 0 &&
@@ -60,6 +61,7 @@ bool hp_collapse(uintptr_t r) {
 	if (!ok) {
 		hp_lock(&lock);
 		hp_ranges_del(&done, r, r + HP_HUGE);
+		hp_assert(!hp_ranges_touch(&done, r, r + HP_HUGE));
 		publish();
 		hp_unlock(&lock);
 	}
@@ -81,6 +83,7 @@ int hp_je_madvise(void *addr, size_t len, int advice) {
 		bool split = done.overflow || hp_ranges_touch(&done, s, e);
 		if (split) {
 			hp_ranges_del(&done, s, e);
+			hp_assert(!hp_ranges_touch(&done, s, e));
 			publish();
 		}
 		hp_unlock(&lock);

@@ -55,6 +55,8 @@ static unsigned nempty;
 hp_edata_counts_t hp_edata_counts;         /* under the lock */
 
 static void set_avail(size_t i) {
+	hp_lock_assert_held(&edata_lock);
+	hp_assert(i < committed + CHUNK && i < MAX_PAGES && info[i].nfree > 0);
 	avail[i / 64] |= 1ull << (i % 64);
 	summary[i / 4096] |= 1ull << (i / 64 % 64);
 	if (i / 4096 < hint)
@@ -62,6 +64,8 @@ static void set_avail(size_t i) {
 }
 
 static void clear_avail(size_t i) {
+	hp_lock_assert_held(&edata_lock);
+	hp_assert(i < committed && info[i].nfree == 0);
 	avail[i / 64] &= ~(1ull << (i % 64));
 	if (avail[i / 64] == 0)
 		summary[i / 4096] &= ~(1ull << (i / 64 % 64));
@@ -73,13 +77,17 @@ static size_t first_avail(void) {
 		if (summary[hint] == 0)
 			continue;
 		size_t w = hint * 64 + (size_t)__builtin_ctzll(summary[hint]);
-		return w * 64 + (size_t)__builtin_ctzll(avail[w]);
+		size_t i = w * 64 + (size_t)__builtin_ctzll(avail[w]);
+		hp_assert(avail[w] != 0 && i < committed && info[i].nfree > 0);
+		return i;
 	}
 	return MAX_PAGES;
 }
 
 /* The next CHUNK pages, and their page records, made usable. */
 static bool commit(void) {
+	hp_lock_assert_held(&edata_lock);
+	hp_assert(committed % CHUNK == 0 && committed <= MAX_PAGES);
 	if (data == NULL) {
 		size_t len = MAX_PAGES * (HP_PAGE + sizeof(page_t));
 		char *p = hp_os_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
@@ -106,11 +114,16 @@ static bool commit(void) {
 }
 
 static void give_back(size_t first, size_t n) {
+	hp_lock_assert_held(&edata_lock);
+	hp_assert(first + n <= committed &&
+	    hp_edata_counts.resident_bytes >= n * HP_PAGE);
 	if (n == 0 || hp_os_madvise(data + first * HP_PAGE, n * HP_PAGE,
 	    MADV_DONTNEED) != 0)
 		return;
-	for (size_t j = first; j < first + n; j++)
+	for (size_t j = first; j < first + n; j++) {
+		hp_assert(info[j].nfree == PER_PAGE && info[j].used != 0);
 		info[j].free = info[j].used = 0;
+	}
 	hp_edata_counts.resident_bytes -= n * HP_PAGE;
 	hp_edata_counts.released_bytes += n * HP_PAGE;
 }
@@ -118,6 +131,8 @@ static void give_back(size_t first, size_t n) {
 /* Gives back the pages in empty[] that are still all free and were
  * touched: sorted, one madvise per run of neighbours. */
 static void discard(void) {
+	hp_lock_assert_held(&edata_lock);
+	hp_assert(nempty <= BATCH);
 	for (unsigned k = 1; k < nempty; k++)      /* BATCH at most: insertion */
 		for (unsigned j = k; j > 0 && empty[j - 1] > empty[j]; j--) {
 			uint32_t t = empty[j];
@@ -140,6 +155,20 @@ static void discard(void) {
 	give_back(first, n);
 	nempty = 0;
 }
+
+#ifdef HP_DEBUG
+/* Every committed page counted again: descriptors in use, and pages
+ * touched since they were fresh (resident), as the counters have them. */
+static bool counts_agree(void) {
+	uint64_t live = 0, touched = 0;
+	for (size_t i = 0; i < committed; i++) {
+		live += PER_PAGE - info[i].nfree;
+		touched += info[i].used != 0;
+	}
+	return live == hp_edata_counts.live &&
+	    touched * HP_PAGE == hp_edata_counts.resident_bytes;
+}
+#endif
 
 void *hp_edata_get(void *tsdn, void *cache) {
 #ifdef HP_EDATA_JEMALLOC
@@ -164,7 +193,12 @@ void *hp_edata_get(void *tsdn, void *cache) {
 	}
 	page_t *pg = &info[i];
 	char *d = data + i * HP_PAGE;
+	/* Free: the slots never handed out and the list given back. */
+	hp_assert(i < committed && pg->nfree > 0 && pg->nfree <= PER_PAGE &&
+	    pg->used <= PER_PAGE && pg->nfree >= PER_PAGE - pg->used &&
+	    (pg->free != 0 || pg->nfree == PER_PAGE - pg->used));
 	if (pg->free != 0) {
+		hp_assert(pg->free <= pg->used);
 		d += (pg->free - 1) * DESC_SIZE;
 		pg->free = *(uint8_t *)d;
 	} else {
@@ -175,6 +209,7 @@ void *hp_edata_get(void *tsdn, void *cache) {
 	if (--pg->nfree == 0)
 		clear_avail(i);
 	hp_edata_counts.live++;
+	hp_assert(hp_edata_counts.live <= committed * PER_PAGE);
 	hp_unlock(&edata_lock);
 	return d;
 }
@@ -188,6 +223,10 @@ void hp_edata_put(void *tsdn, void *cache, void *d) {
 	}
 	hp_lock(&edata_lock);
 	page_t *pg = &info[i];
+	/* A descriptor this file handed out, given back once. */
+	hp_assert(i < committed && ((uintptr_t)d & (DESC_SIZE - 1)) == 0 &&
+	    ((uintptr_t)d & (HP_PAGE - 1)) / DESC_SIZE < pg->used &&
+	    pg->nfree < PER_PAGE && hp_edata_counts.live > 0);
 	*(uint8_t *)d = pg->free;
 	pg->free = (uint8_t)(1 + ((uintptr_t)d & (HP_PAGE - 1)) / DESC_SIZE);
 	if (pg->nfree++ == 0)
@@ -206,6 +245,7 @@ void hp_edata_put(void *tsdn, void *cache, void *d) {
  * maintenance thread, malloc_trim). */
 void hp_edata_trim(void) {
 	hp_lock(&edata_lock);
+	hp_assert(counts_agree());
 	discard();
 	hp_unlock(&edata_lock);
 }

@@ -35,8 +35,10 @@ static void record(hp_ranges_t *set, void *p, size_t len) {
 	uintptr_t s = (uintptr_t)p & ~(uintptr_t)(HP_PAGE - 1);
 	uintptr_t e = ((uintptr_t)p + len + HP_PAGE - 1) &
 	    ~(uintptr_t)(HP_PAGE - 1);
+	hp_assert(s < e);
 	hp_lock(&jemap_lock);
 	hp_ranges_add(set, s, e);
+	hp_assert(set->overflow || hp_ranges_hold(set, s, e));
 	hp_unlock(&jemap_lock);
 }
 
@@ -72,6 +74,9 @@ int hp_je_munmap(void *addr, size_t len) {
 		hp_lock(&jemap_lock);
 		hp_ranges_del(&all, s, e);
 		hp_ranges_del(&meta, s, e);
+		/* A full set that cannot cut a hole keeps the part below. */
+		hp_assert(!hp_ranges_touch(&all, s, e) &&
+		    !hp_ranges_touch(&meta, s, e));
 		hp_unlock(&jemap_lock);
 	}
 	return r;
@@ -136,6 +141,7 @@ bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
 	a.n = all.n, a.overflow = all.overflow;
 	m.n = meta.n, m.overflow = meta.overflow;
 	hp_unlock(&jemap_lock);
+	hp_assert(a.n <= MAX_RANGES && m.n <= MAX_RANGES);
 	*nranges = a.n < max ? a.n : max;
 	for (unsigned i = 0; i < *nranges; i++) {
 		ranges[i][0] = a.r[i].start;

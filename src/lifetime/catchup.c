@@ -65,6 +65,7 @@ static size_t slot_of(uintptr_t r) {
 /* Adds range r to the queue, once. Lock held. */
 static void insert(uintptr_t r) {
 	hp_lock_assert_held(&lock);
+	hp_assert(r != 0 && (r & (HP_HUGE - 1)) == 0);
 	size_t i = slot_of(r);
 	while (queue[i] != 0 && queue[i] != r)
 		i = (i + 1) & (QUEUE - 1);
@@ -76,10 +77,12 @@ static void insert(uintptr_t r) {
 	}
 	queue[i] = r;
 	nqueue++;
+	hp_assert(nqueue <= QUEUE * 3 / 4);  /* a free slot ends each probe */
 }
 
 /* A promoted site's sample noted addr: its 2 MiB range. */
 void hp_catchup_queue(uintptr_t addr) {
+	hp_site_assert_locked();
 	if (addr == 0)
 		return;
 	hp_lock(&lock);
@@ -116,6 +119,7 @@ void hp_catchup_run(void) {
 			work[n++] = queue[i];
 			queue[i] = 0;
 		}
+	hp_assert(n == nqueue);              /* the count is the queue's */
 	nqueue = 0;
 	hp_unlock(&lock);
 	/* Not under the lock: qsort may call malloc, and jemalloc's madvise
@@ -128,6 +132,7 @@ void hp_catchup_run(void) {
 		hp_unlock(&lock);
 		n = PASS_MAX;
 	}
+	hp_assert(n <= PASS_MAX);
 	bool go = n > 0 && retained();
 	for (unsigned i = 0; i < n; i++) {
 		uintptr_t r = work[i];

@@ -19,6 +19,13 @@ void *hp_site_map(size_t size);
 bool hp_site_init(void);
 void hp_site_lock(void);
 void hp_site_unlock(void);
+/* Debug builds: stops unless this thread holds the site lock (for what
+ * says "Lock held" or "site lock held"). */
+#ifdef HP_DEBUG
+void hp_site_assert_locked(void);
+#else
+#define hp_site_assert_locked() ((void)0)
+#endif
 /* At exit: the site lock if hp_lock_at_exit takes it (lock.h). */
 bool hp_site_lock_at_exit(void);
 void hp_site_atfork_child(void);

@@ -70,6 +70,7 @@ static uint64_t now_ns(void) {
 }
 
 static int64_t next_interval(void) {
+	hp_assert(mean_interval > 0);
 	if (rng == 0)
 		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -84,6 +85,8 @@ static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	if (new_addr != NULL)
 		return NULL;
 	hp_lock(&zone_lock);
+	hp_assert(hp_zone_base < zone_bump && zone_bump <= zone_mapped &&
+	    zone_mapped <= zone_end && (align & (align - 1)) == 0);
 	uintptr_t p = (zone_bump + align - 1) & ~(uintptr_t)(align - 1);
 	uintptr_t end = p + size;
 	void *ret = NULL;
@@ -95,6 +98,7 @@ static void *z_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 		    to - zone_mapped, PROT_READ | PROT_WRITE) == 0) {
 			if (to > zone_mapped)
 				zone_mapped = to;
+			hp_assert(end <= zone_mapped && zone_mapped <= zone_end);
 			__atomic_store_n(&zone_bump, end, __ATOMIC_RELEASE);
 			ret = (void *)p;
 		}
@@ -153,6 +157,7 @@ static bool zone_init(uintptr_t base, size_t size, long decay_ms,
 	*why = "no address space for it";
 	if (size == 0)
 		return false;
+	hp_assert(size > HP_PAGE && ((base | size) & (HP_PAGE - 1)) == 0);
 	hp_os_madvise((void *)base, size, MADV_NOHUGEPAGE);
 	/* Its first page stays PROT_NONE: a mapping below the zone (the
 	 * long-lived class's top block, read-write MADV_NOHUGEPAGE like the
@@ -178,17 +183,32 @@ static size_t slot_of(uintptr_t p) {
 }
 
 static void insert(const sample_t *s) {
+	/* A free slot is always left: probing ends. */
+	hp_assert(s->ptr != 0 && nsamples < nslots);
 	size_t i = slot_of(s->ptr);
 	while (samples[i].ptr != 0)
 		i = (i + 1) & (nslots - 1);
 	samples[i] = *s;
 }
 
+#ifdef HP_DEBUG
+/* The records in the table, counted one by one. */
+static size_t records(void) {
+	size_t n = 0;
+	for (size_t i = 0; i < nslots; i++)
+		n += samples[i].ptr != 0;
+	return n;
+}
+#endif
+
 /* n slots, in a new mapping: the table's memory follows the number of
  * live samples, not the most it ever held. Lock held. */
 static bool resize(size_t n) {
+	hp_site_assert_locked();
 	sample_t *old = samples, *t;
 	size_t o = nslots;
+	hp_assert((n & (n - 1)) == 0 && n >= HP_SAMPLE_FIRST &&
+	    n <= HP_SAMPLE_SLOTS && nsamples < n * 3 / 4);
 	if ((t = hp_site_map(n * sizeof *t)) == NULL)
 		return false;
 	samples = t;
@@ -197,12 +217,15 @@ static bool resize(size_t n) {
 	for (size_t i = 0; i < o; i++)
 		if (old[i].ptr != 0)
 			insert(&old[i]);
+	hp_assert(records() == nsamples);    /* the count is the table's */
 	hp_os_munmap(old, o * sizeof *old);
 	return true;
 }
 
 /* Lock held. */
 static bool record(uintptr_t p, int site, uint64_t t, uintptr_t near) {
+	hp_site_assert_locked();
+	hp_assert(hp_zone_contains((void *)p) && site >= 0 && site < HP_SITES);
 	if (nsamples >= nslots * 3 / 4 && (nslots >= HP_SAMPLE_SLOTS ||
 	    !resize(2 * nslots)))
 		return false;
@@ -210,12 +233,16 @@ static bool record(uintptr_t p, int site, uint64_t t, uintptr_t near) {
 	nsamples++;
 	hp_sites[site].samples++;
 	hp_sites[site].live++;
+	hp_assert(nsamples <= nslots * 3 / 4 && hp_sites[site].live <=
+	    hp_sites[site].samples);
 	return true;
 }
 
 /* Removes slot i, shifting back the entries after it (linear probing).
  * Lock held. */
 static void unrecord(size_t i) {
+	hp_site_assert_locked();
+	hp_assert(i < nslots && samples[i].ptr != 0 && nsamples > 0);
 	samples[i].ptr = 0;
 	nsamples--;
 	for (size_t j = (i + 1) & (nslots - 1); samples[j].ptr != 0;
@@ -243,6 +270,7 @@ static bool placed(int site) {
  * small-class ranges the site's live samples noted are queued for
  * catch-up: what the site allocated while it was learned. Lock held. */
 static void outcome(int site, bool long_lived, uint64_t life_ns) {
+	hp_site_assert_locked();
 	bool was = placed(site);
 	hp_site_outcome(site, long_lived, life_ns);
 	if (was || !placed(site))
@@ -255,6 +283,8 @@ static void outcome(int site, bool long_lived, uint64_t life_ns) {
 /* Counts records older than lifetime_ms as long-lived, a few per call.
  * Lock held. */
 static void age(uint64_t t) {
+	hp_site_assert_locked();
+	hp_assert(age_cursor < nslots && (nslots & (nslots - 1)) == 0);
 	for (unsigned n = 0; n < HP_AGE_STEP; n++) {
 		sample_t *s = &samples[age_cursor];
 		age_cursor = (age_cursor + 1) & (nslots - 1);
@@ -282,6 +312,8 @@ static __attribute__((noinline)) void *sample(size_t size,
 		hp_site_counts.samples++;
 	else if (site >= 0)              /* the sample table could not grow */
 		hp_site_counts.sites_dropped++;
+	/* Each sample kept is a record, live or ended since. */
+	hp_assert(nsamples <= hp_site_counts.samples);
 	age(t);
 	hp_site_unlock();
 	if (!kept) {                 /* untracked: must not stay in the zone */
@@ -353,9 +385,13 @@ static void end_sample(uintptr_t p) {
 	size_t i = slot_of(p);
 	while (samples[i].ptr != 0 && samples[i].ptr != p)
 		i = (i + 1) & (nslots - 1);
+	/* Every object of the zone that the program holds has its record
+	 * (sample() frees one it could not record). */
+	hp_assert(samples[i].ptr == p);
 	if (samples[i].ptr == p) {
 		sample_t s = samples[i];
 		uint64_t life = t - s.born_ns;
+		hp_assert(hp_sites[s.site].live > 0);
 		hp_sites[s.site].live--;
 		if (s.long_lived)
 			hp_site_freed_long(s.site, life);
@@ -370,6 +406,7 @@ static void end_sample(uintptr_t p) {
 }
 
 void hp_sample_free(void *p) {
+	hp_assert(hp_zone_contains(p));
 	end_sample((uintptr_t)p);
 	hp_je_dallocx(p, zone_flags);
 }
@@ -397,6 +434,7 @@ static void lt_postfork_child(void) {
 bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 	if (c->lifetime == HP_LIFETIME_OFF)
 		return true;
+	hp_assert(nslots == 0 && nsamples == 0);    /* once */
 	nslots = HP_SAMPLE_FIRST;
 	samples = hp_site_map(nslots * sizeof *samples);
 	if (samples == NULL || !hp_site_init()) {

@@ -78,6 +78,12 @@ void hp_site_unlock(void) {
 	hp_unlock(&site_lock);
 }
 
+#ifdef HP_DEBUG
+void hp_site_assert_locked(void) {
+	hp_lock_assert_held(&site_lock);
+}
+#endif
+
 bool hp_site_lock_at_exit(void) {
 	return hp_lock_at_exit(&site_lock);
 }
@@ -96,6 +102,8 @@ static uint64_t hash_frames(const uintptr_t *f, unsigned n) {
 /* The key's slot, or the empty slot where it goes; -1 if the table is
  * full. Lock held. */
 static long key_slot(uintptr_t key) {
+	hp_lock_assert_held(&site_lock);
+	hp_assert(key != 0);                 /* 0 marks a free slot */
 	size_t i = hp_key_hash(key);
 	for (size_t probes = 0; probes < HP_KEYS; probes++, i = (i + 1) &
 	    (HP_KEYS - 1))
@@ -106,6 +114,8 @@ static long key_slot(uintptr_t key) {
 
 /* Recomputes whether a key is placed on huge pages. Lock held. */
 static void key_update(long k) {
+	hp_lock_assert_held(&site_lock);
+	hp_assert(k >= 0 && k < HP_KEYS && hp_key_tab[k] != 0);
 	bool on = key_npromoted[k] > 0 && key_nchurny[k] == 0;
 	if (on != (hp_key_on[k] != 0)) {
 		__atomic_store_n(&hp_key_on[k], on, __ATOMIC_RELEASE);
@@ -114,6 +124,7 @@ static void key_update(long k) {
 }
 
 int hp_site_get(const uintptr_t *frames, unsigned n) {
+	hp_lock_assert_held(&site_lock);
 	if (n == 0)
 		return -1;
 	if (n > HP_SITE_DEPTH)
@@ -133,6 +144,7 @@ int hp_site_get(const uintptr_t *frames, unsigned n) {
 			hp_site_counts.sites_dropped++;
 			return -1;
 		}
+		hp_assert(hp_key_tab[k] == 0 || hp_key_tab[k] == frames[0]);
 		memcpy(s->frames, frames, n * sizeof *frames);
 		s->nframes = (uint8_t)n;
 		s->key = (uint32_t)k;
@@ -142,6 +154,7 @@ int hp_site_get(const uintptr_t *frames, unsigned n) {
 		 * without the lock (profile.c). */
 		__atomic_store_n(&s->hash, h, __ATOMIC_RELEASE);
 		hp_site_counts.sites++;
+		hp_assert(hp_site_counts.sites <= HP_SITES);
 		return (int)i;
 	}
 	hp_site_counts.sites_dropped++;
@@ -153,6 +166,7 @@ static void update(hp_site_t *s) {
 	bool churny = s->score < 0;
 	if (churny != s->churny) {
 		s->churny = churny;
+		hp_assert(churny || key_nchurny[s->key] > 0);
 		key_nchurny[s->key] += churny ? 1 : (uint16_t)-1;
 		key_update(s->key);
 	}
@@ -162,12 +176,17 @@ static void set_promoted(hp_site_t *s, bool on) {
 	if (s->promoted == on)
 		return;
 	s->promoted = on;
+	hp_assert(on || key_npromoted[s->key] > 0);
 	key_npromoted[s->key] += on ? 1 : (uint16_t)-1;
 	key_update(s->key);
 	if (on)
 		hp_site_counts.promotions++, hp_site_counts.sites_promoted++;
 	else
 		hp_site_counts.demotions++, hp_site_counts.sites_promoted--;
+	/* Each promotion is a site promoted now, or demoted since. */
+	hp_assert(hp_site_counts.sites_promoted == hp_site_counts.promotions -
+	    hp_site_counts.demotions && hp_site_counts.sites_promoted <=
+	    hp_site_counts.sites);
 }
 
 /* Lifetime histogram buckets: < 1 ms, 10 ms, 100 ms, 1 s, 10 s, longer. */
@@ -179,7 +198,22 @@ static unsigned bucket(uint64_t ns) {
 	return b;
 }
 
+#ifdef HP_DEBUG
+/* A site in use: its score in bounds, promoted above the demotion mark
+ * and not promoted below the promotion mark (the band between keeps what
+ * it was), churny while below zero, its key its first frame's. */
+static bool site_valid(const hp_site_t *s) {
+	return s->hash != 0 && s->score >= -HP_SCORE_MAX &&
+	    s->score <= HP_SCORE_MAX &&
+	    (s->promoted ? s->score > HP_DEMOTE_AT : s->score < HP_PROMOTE_AT) &&
+	    s->churny == (s->score < 0) && s->key < HP_KEYS &&
+	    hp_key_tab[s->key] == s->frames[0];
+}
+#endif
+
 void hp_site_outcome(int idx, bool long_lived, uint64_t life_ns) {
+	hp_lock_assert_held(&site_lock);
+	hp_assert(idx >= 0 && idx < HP_SITES);
 	hp_site_t *s = &hp_sites[idx];
 	if (long_lived) {
 		s->nlong++;
@@ -197,16 +231,22 @@ void hp_site_outcome(int idx, bool long_lived, uint64_t life_ns) {
 			set_promoted(s, false);
 		update(s);
 	}
+	hp_assert(site_valid(s));
 }
 
 void hp_site_freed_long(int idx, uint64_t life_ns) {
+	hp_lock_assert_held(&site_lock);
+	hp_assert(idx >= 0 && idx < HP_SITES && hp_sites[idx].hash != 0);
 	hp_sites[idx].hist[bucket(life_ns)]++;
 }
 
 void hp_site_decide(int idx, int decision) {
+	hp_lock_assert_held(&site_lock);
+	hp_assert(idx >= 0 && idx < HP_SITES && decision >= -1 && decision <= 1);
 	hp_site_t *s = &hp_sites[idx];
 	s->score = (int8_t)(decision * HP_PROMOTE_AT);
 	s->from_profile = true;
 	set_promoted(s, decision > 0);
 	update(s);
+	hp_assert(site_valid(s));
 }

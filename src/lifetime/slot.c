@@ -41,13 +41,15 @@ void hp_slot_init(size_t threshold, size_t pace) {
 		c = (uint64_t)1 << 62;
 	if (pace != 0 && pace / 4 < c)
 		c = pace / 4 ? pace / 4 : 1;
+	/* Every request of the huge class overdraws any credit. */
+	hp_assert(threshold == 0 || c < threshold);
 	__atomic_store_n(&credit, c, __ATOMIC_RELAXED);
 }
 
 /* A key was placed on huge pages (on) or taken off. Site lock held. */
 void hp_slot_pin(uintptr_t key, bool on) {
 	uint16_t *n = &slot_keys[(uint8_t)key];
-	hp_assert(on || *n > 0);
+	hp_assert(on ? *n < UINT16_MAX : *n > 0);
 	__atomic_store_n(n, *n + (on ? 1 : -1), __ATOMIC_RELAXED);
 }
 
@@ -77,5 +79,6 @@ uint64_t hp_slot_refill(unsigned i, size_t size, bool *pinned) {
 /* The request goes elsewhere (start-up, the huge class): the slot gets
  * back what the fast path took, and its credit stands as it was. */
 void hp_slot_undo(unsigned i, size_t size) {
+	hp_assert(i < HP_SLOTS);
 	hp_slots[i] += size;
 }

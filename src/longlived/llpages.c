@@ -38,6 +38,7 @@ bool hp_llpages_init(uintptr_t base, size_t size) {
 	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return false;
+	hp_assert(size != 0 && ((base | size) & (HP_HUGE - 1)) == 0);
 	pages = p;
 	hp_llpages_base = base;
 	__atomic_store_n(&hp_llpages_size, size, __ATOMIC_RELEASE);
@@ -48,6 +49,7 @@ bool hp_llpages_init(uintptr_t base, size_t size) {
 static void reach(uintptr_t end) {
 	hp_lock_assert_held(&lock);
 	size_t want = ((end - 1 - hp_llpages_base) >> HP_HUGE_SHIFT) + 1;
+	hp_assert(want <= hp_llpages_size >> HP_HUGE_SHIFT);
 	for (; hi < want; hi++) {
 		memset(pages[hi].released, 0xff, sizeof pages[hi].released);
 		memset(pages[hi].dirty, 0, sizeof pages[hi].dirty);
@@ -60,6 +62,7 @@ static void reach(uintptr_t end) {
 static void span(uintptr_t hp, uintptr_t a, uintptr_t e, unsigned *first,
     unsigned *n) {
 	uintptr_t lo = hp > a ? hp : a, top = e < hp + HP_HUGE ? e : hp + HP_HUGE;
+	hp_assert(lo <= top && top - hp <= HP_HUGE);
 	*first = (unsigned)((lo - hp) >> HP_PAGE_SHIFT);
 	*n = (unsigned)((top - lo) >> HP_PAGE_SHIFT);
 }
@@ -86,6 +89,7 @@ int hp_llpages_mprotect(void *addr, size_t len, int prot) {
 			uint64_t zero[HP_SUBWORDS];
 			span(hp, a, e, &first, &n);
 			hp_hpage_t *pg = page_of(hp);
+			hp_assert((size_t)(pg - pages) < hi);     /* set up */
 			if (prot == (PROT_READ | PROT_WRITE)) {
 				hp_hpage_reuse(pg, first, n, zero);
 				if (pg->map == HP_MAP_NONE)
@@ -104,6 +108,7 @@ int hp_llpages_mprotect(void *addr, size_t len, int prot) {
 /* split: the page is a THP page being split (hp_hpage_purge). */
 static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	hp_lock_assert_held(&lock);
+	hp_assert(pg == page_of(hp));
 	hp_hpage_purge(hp, pg, split);
 }
 
@@ -114,6 +119,7 @@ static void zap(uintptr_t from, uintptr_t to) {
 		return;
 	for (uintptr_t hp = from; hp < to; hp += HP_HUGE) {
 		hp_hpage_t *pg = page_of(hp);
+		hp_assert(pg->nreleased == HP_SUBPAGES);    /* empty, whole */
 		memset(pg->dirty, 0, sizeof pg->dirty);
 		if (pg->split)           /* empty again: huge again */
 			hp_os_madvise((void *)hp, HP_HUGE, MADV_HUGEPAGE);
@@ -128,6 +134,7 @@ int hp_llpages_madvise(void *addr, size_t len, int advice) {
 		return hp_os_madvise(addr, len, advice);
 	hp_lock(&lock);
 	reach(e);
+	hp_assert(hi > (e - 1 - hp_llpages_base) >> HP_HUGE_SHIFT);   /* set up */
 	uintptr_t run = 0, run_end = 0;
 	for (uintptr_t hp = a & ~(HP_HUGE - 1); hp < e; hp += HP_HUGE) {
 		unsigned first, n;
@@ -171,6 +178,7 @@ void hp_llpages_scan(hp_arena_stats_t *a) {
 	hp_lock(&lock);
 	for (size_t i = 0; i < hi; i++) {
 		const hp_hpage_t *pg = &pages[i];
+		hp_assert(hp_hpage_valid(pg));
 		if (pg->map == HP_MAP_NONE || pg->nreleased == HP_SUBPAGES)
 			continue;
 		unsigned live = HP_SUBPAGES - pg->nreleased;
@@ -205,6 +213,8 @@ size_t hp_llpages_enforce(size_t limit) {
 			    tenth)
 				continue;
 			uintptr_t hp = hp_llpages_base + (i << HP_HUGE_SHIFT);
+			/* Stranded: mapped, live and free parts, not split yet. */
+			hp_assert(!pg->split && pg->map != HP_MAP_NONE && s <= total);
 			purge_parts(hp, pg, pg->map == HP_MAP_THP);
 			/* Or khugepaged would collapse it again. */
 			hp_os_madvise((void *)hp, HP_HUGE, MADV_NOHUGEPAGE);

@@ -216,6 +216,7 @@ static void make_table(void) {
 	    hp_os_mprotect((void *)t, need, PROT_READ | PROT_WRITE) != 0)
 		return;
 	hp_os_madvise((void *)t, need, MADV_NOHUGEPAGE);
+	hp_assert(need < bytes && bytes % HP_LL_SEGMENT == 0);
 	table_bytes = bytes;
 	bsize = (uint32_t *)t;
 }
@@ -245,6 +246,9 @@ static bool make_arenas(void) {
 	if (mi.manage((void *)a, left, false, false, true, -1, true,
 	    &arena_id[narenas]))
 		narenas++;
+	/* The arenas tile the range below the table, in whole segments. */
+	hp_assert(narenas <= LL_ARENAS && pool_bytes % HP_LL_SEGMENT == 0 &&
+	    a + left + table_bytes == hp_ll_base + hp_ll_size);
 	return narenas != 0;
 }
 
@@ -348,6 +352,7 @@ static bool make_heaps(void) {
 	for (unsigned i = 0; i < narenas; i++)
 		heaps[i] = mi.heap_new_in_arena(arena_id[i]);
 	hp_os_own_maps = false;
+	hp_assert(narenas >= 1 && narenas <= LL_ARENAS);
 	thread_state = heaps[narenas - 1] != NULL ? 1 : 2;
 	if (thread_state == 1) {
 		first = heaps[0] != NULL ? heaps[0] : heaps[narenas - 1];
@@ -361,6 +366,7 @@ static inline void *heap_alloc(mi_heap_t *h, size_t size, bool zero) {
 }
 
 static inline uint32_t *slice_of(const void *p) {
+	hp_assert(hp_ll_contains(p));
 	return &bsize[((uintptr_t)p - hp_ll_base) >> LL_SLICE_SHIFT];
 }
 
@@ -386,7 +392,7 @@ static inline size_t usable_of(const void *p, size_t size) {
 
 static inline void *counted(void *p, size_t size) {
 	size_t u = usable_of(p, size);
-	hp_assert(u == mi.usable_size(p));
+	hp_assert(hp_ll_contains(p) && u >= size && u == mi.usable_size(p));
 	note(p, u);
 	hp_shard_t *s = hp_shard();
 	hp_tally(s, HP_TALLY_LL_LIVE, u);
@@ -405,6 +411,7 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 			return NULL;
 		tried = false;
 	}
+	hp_assert(first != NULL && narenas >= 1);
 	void *p = tried ? NULL : heap_alloc(first, size, zero);
 	if (p == NULL && pool_bytes != 0 && narenas > 1 && first == heaps[0]) {
 		pool_skip = LL_POOL_RETRY;
@@ -465,6 +472,7 @@ void *hp_ll_realloc(void *p, size_t size) {
 	if (q == NULL)
 		return NULL;
 	size_t now = mi.usable_size(q);
+	hp_assert(hp_ll_contains(q) && now >= size);
 	note(q, now);
 	hp_shard_t *s = hp_shard();
 	hp_tally(s, HP_TALLY_LL_LIVE, now - old);
@@ -510,6 +518,7 @@ void hp_ll_collect(uint64_t now_ns, bool trim) {
 bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size) {
 	if (c->long_lived != HP_LL_MIMALLOC || size < HP_LL_ALIGN)
 		return false;
+	hp_assert(((base | size) & (HP_LL_ALIGN - 1)) == 0);
 	hp_ll_size = size;
 	__atomic_store_n(&hp_ll_base, base, __ATOMIC_RELEASE);
 	return true;
@@ -559,6 +568,9 @@ bool hp_ll_scan(hp_arena_stats_t *a) {
 	if (a->stranded_bytes > rest)
 		a->stranded_bytes = rest;
 	a->in_use_bytes = a->resident_bytes - a->stranded_bytes - table;
+	/* resident = in use + stranded + the table, none below zero. */
+	hp_assert(a->in_use_bytes <= a->resident_bytes && table <= table_bytes &&
+	    a->resident_huge_bytes <= a->resident_bytes);
 	a->fallback_pool_empty = __atomic_load_n(&hp_ll_counts.pool_full,
 	    __ATOMIC_RELAXED);
 	a->fallback_mmap_failed = __atomic_load_n(&hp_ll_counts.full,

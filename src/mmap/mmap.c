@@ -64,23 +64,29 @@ static uintptr_t page_up(uintptr_t x) {
 }
 
 static void count(uint64_t *c, uint64_t n) {
+	hp_assert(c >= (uint64_t *)&hp_mmap_counts &&
+	    c < (uint64_t *)(&hp_mmap_counts + 1));
 	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
 /* Takes [s, e) out of the records (munmap, mremap away). */
 static void forget(uintptr_t s, uintptr_t e) {
+	hp_assert(s <= e && ((s | e) & (HP_PAGE - 1)) == 0);
 	if (__atomic_load_n(&res.n, __ATOMIC_RELAXED) == 0)
 		return;
 	hp_lock(&mmap_lock);
 	hp_ranges_del(&res, s, e);   /* a full table keeps the lower part */
+	hp_assert(!hp_ranges_touch(&res, s, e));
 	res.overflow = false;
 	hp_unlock(&mmap_lock);
 }
 
 static void remember(uintptr_t s, uintptr_t e) {
+	hp_assert(s < e && ((s | e) & (HP_PAGE - 1)) == 0);
 	hp_lock(&mmap_lock);
 	hp_ranges_add(&res, s, e);
 	bool full = res.overflow;
+	hp_assert(full || hp_ranges_hold(&res, s, e));
 	res.overflow = false;
 	hp_unlock(&mmap_lock);
 	if (full)
@@ -125,6 +131,11 @@ static bool shared(int flags) {
 /* Advice, record and counts of the program's new mapping [p, p + len):
  * advised before MAP_POPULATE's pages are faulted in, so they are huge. */
 static void advise(uintptr_t p, size_t len, int prot, int flags) {
+	/* The program's new mapping: page-aligned, of mmap_threshold bytes
+	 * at least, shared or private. */
+	hp_assert((p & (HP_PAGE - 1)) == 0 && len != 0 &&
+	    len >= __atomic_load_n(&hp_mmap_threshold, __ATOMIC_RELAXED) &&
+	    (shared(flags) || private(flags)));
 	hp_os_madvise((void *)p, len, MADV_HUGEPAGE);
 	if (private(flags) && prot == PROT_NONE)
 		remember(p, p + page_up(len));
@@ -170,6 +181,7 @@ static void *map_huge(size_t len, int prot, int flags, int fd, off_t off) {
 		 * errno the kernel's. */
 		void *p = hp_os_mmap(NULL, len, prot, flags, fd, off);
 		if (p != MAP_FAILED) {
+			hp_assert(((uintptr_t)p & (HP_PAGE - 1)) == 0);
 			count(&hp_mmap_counts.unaligned, 1);
 			hp_warn_once(&warned_unaligned, "could not place a %zu-byte "
 			    "mapping 2 MiB-aligned (%s); it and others like it get "
@@ -181,6 +193,7 @@ static void *map_huge(size_t len, int prot, int flags, int fd, off_t off) {
 	uintptr_t r = (uintptr_t)raw;
 	uintptr_t p = (r + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
 	uintptr_t end = p + page_up(len);
+	hp_assert(p >= r && end <= r + span);   /* inside what was mapped */
 	if (p > r)
 		hp_os_munmap(raw, p - r);
 	if (r + span > end)
@@ -205,6 +218,7 @@ HP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
 	    !(flags & MAP_HUGETLB) && reserved((uintptr_t)p, (uintptr_t)p +
 	    page_up(len))) {
 		int saved = errno;
+		hp_assert(((uintptr_t)p & (HP_PAGE - 1)) == 0);
 		hp_os_madvise(p, len, MADV_HUGEPAGE);
 		count(&hp_mmap_counts.fixed_advised, 1);
 		errno = saved;

@@ -51,6 +51,7 @@ static size_t held(const size_t *n) {
  * the target already: take the hole back before anyone else's mmap can.
  * True if the range is now PROT_NONE and ours (it was a hole). */
 static bool rereserve(uintptr_t addr, size_t len) {
+	hp_assert(len != 0 && ((addr | len) & (HP_HUGE - 1)) == 0);
 	void *p = hp_os_mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
 	return p == (void *)addr;
@@ -177,6 +178,8 @@ const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n) {
  * a pool too short for them leaves the reservation as it was.
  */
 static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
+	hp_assert((page == HP_HUGE || page == HP_GIB) && len != 0 &&
+	    ((addr | len) & (page - 1)) == 0);
 	int shift = page == HP_GIB ? HP_GIB_SHIFT : HP_HUGE_SHIFT;
 	void *p = hp_os_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1, 0);
@@ -226,6 +229,7 @@ static void pool_dry(size_t page) {
 }
 
 bool hp_backing_map_gib(uintptr_t addr) {
+	hp_assert((addr & (HP_GIB - 1)) == 0);
 	if (!pool_maybe())
 		return false;
 	char why[320];
@@ -245,6 +249,7 @@ bool hp_backing_map_gib(uintptr_t addr) {
 /* Faults in and collapses fresh THP pages, so they are huge whatever the
  * fault path would have done (defrag never, THP never). */
 void hp_backing_collapse(uintptr_t addr, size_t len) {
+	hp_assert(len != 0 && ((addr | len) & (HP_HUGE - 1)) == 0);
 	if (hp_os_madvise((void *)addr, len, MADV_POPULATE_WRITE) != 0 ||
 	    hp_os_madvise((void *)addr, len, MADV_COLLAPSE) != 0)
 		hp_warn_once(&warned_collapse, "MADV_COLLAPSE failed (%s); some "
@@ -252,6 +257,8 @@ void hp_backing_collapse(uintptr_t addr, size_t len) {
 }
 
 size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
+	/* Whole 2 MiB pages, mapped whole: the region keeps one state each. */
+	hp_assert(len != 0 && ((addr | len) & (HP_HUGE - 1)) == 0);
 	if (pool_maybe() && hp_conf.hugetlb_page == HP_HUGE) {
 		long avail = hp_backing_pool_avail(HP_HUGE);
 		size_t take = avail > 0 ? (size_t)avail * HP_HUGE : 0;
@@ -270,6 +277,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		/* Other processes race for the pool: halve on failure. */
 		for (; take >= HP_HUGE; take = (take / 2) & ~(HP_HUGE - 1))
 			if (map_hugetlb(addr, take, HP_HUGE)) {
+				hp_assert(take <= len && (take & (HP_HUGE - 1)) == 0);
 				*type = HP_MAP_HUGETLB_2M;
 				return take;
 			}
@@ -304,6 +312,8 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
  * mapped, 0 for none.
  */
 size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
+	hp_assert(unit != 0 && (unit & (HP_HUGE - 1)) == 0 &&
+	    (addr & (HP_HUGE - 1)) == 0);
 	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
 		return 0;
 	long avail = hp_backing_room(HP_HUGE);
@@ -311,8 +321,10 @@ size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	size_t take = avail > ours ? (size_t)(avail - ours) / 2 * HP_HUGE : 0;
 	take = (take < max ? take : max) / unit * unit;
 	for (; take >= unit; take = take / 2 / unit * unit)
-		if (map_hugetlb(addr, take, HP_HUGE))
+		if (map_hugetlb(addr, take, HP_HUGE)) {
+			hp_assert(take <= max && take % unit == 0);
 			return take;
+		}
 	__atomic_fetch_add(&hp_backing_fallbacks.pool_empty, 1, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -320,6 +332,7 @@ size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 /* The rest stays PROT_NONE, advised as the huge class's THP or 4 KiB
  * pages are; true if on THP. */
 bool hp_backing_advise(uintptr_t addr, size_t len) {
+	hp_assert(((addr | len) & (HP_PAGE - 1)) == 0);
 	bool huge = hp_backing_thp_usable();
 	if (hp_conf.backing != HP_BACKING_NONE && !huge)
 		__atomic_fetch_add(&hp_backing_fallbacks.thp_off, 1, __ATOMIC_RELAXED);
@@ -331,6 +344,9 @@ bool hp_backing_advise(uintptr_t addr, size_t len) {
  * not (mlock'ed memory, say). hugetlb pages are unmapped to PROT_NONE,
  * which returns them, and their reservation, to the pool. */
 bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
+	/* Whole pages of the type: a 1 GiB page goes back only whole. */
+	hp_assert(type != HP_MAP_NONE && len != 0 && ((addr | len) &
+	    ((type == HP_MAP_HUGETLB_1G ? HP_GIB : HP_HUGE) - 1)) == 0);
 	bool ok;
 	if (type == HP_MAP_HUGETLB_2M || type == HP_MAP_HUGETLB_1G)
 		ok = hp_os_mmap((void *)addr, len, PROT_NONE, MAP_PRIVATE |
@@ -347,6 +363,7 @@ bool hp_backing_zap(uintptr_t addr, size_t len, hp_map_t type) {
 /* A copy of [addr, addr + len) in fresh THP memory, 2 MiB aligned, or
  * NULL. For fork: see huge/region_fork.c. */
 void *hp_backing_copy(uintptr_t addr, size_t len) {
+	hp_assert(len != 0 && ((addr | len) & (HP_HUGE - 1)) == 0);
 	char *copy = hp_os_map_aligned(len, HP_HUGE, PROT_READ | PROT_WRITE, 0);
 	if (copy == NULL)
 		return NULL;

@@ -32,16 +32,37 @@ static inline void sub_words(unsigned first, unsigned n, unsigned *w0,
 	*w1 = n == 0 ? *w0 : (first + n + 63) / 64;
 }
 
+#ifdef HP_DEBUG
+bool hp_hpage_valid(const hp_hpage_t *pg) {
+	unsigned n = 0;
+	for (unsigned w = 0; w < HP_SUBWORDS; w++) {
+		n += hp_popcount64(pg->released[w]);
+		if (~pg->released[w] & ~pg->dirty[w])
+			return false;
+	}
+	return n == pg->nreleased;
+}
+
+/* Never set up: a 1 GiB page's 2 MiB parts not carved yet. */
+static bool blank(const hp_hpage_t *pg) {
+	uint64_t any = 0;
+	for (unsigned w = 0; w < HP_SUBWORDS; w++)
+		any |= pg->released[w] | pg->dirty[w];
+	return any == 0 && pg->nreleased == 0;
+}
+#endif
+
 bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n) {
 	unsigned w0, w1;
 	hp_assert(first + n <= HP_SUBPAGES);
+	hp_assert(hp_hpage_valid(pg));
 	sub_words(first, n, &w0, &w1);
 	for (unsigned w = w0; w < w1; w++) {
 		uint64_t m = sub_mask(first, n, w);
 		pg->nreleased += (uint16_t)hp_popcount64(m & ~pg->released[w]);
 		pg->released[w] |= m;
 	}
-	hp_assert(pg->nreleased <= HP_SUBPAGES);
+	hp_assert(pg->nreleased <= HP_SUBPAGES && hp_hpage_valid(pg));
 	if (pg->nreleased < HP_SUBPAGES)
 		return false;
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
@@ -52,6 +73,9 @@ bool hp_hpage_release(hp_hpage_t *pg, unsigned first, unsigned n) {
 
 /* Called once an empty page really went back: it reads as zero now. */
 void hp_hpage_zapped(hp_hpage_t *pg) {
+	/* Empty, or a 1 GiB page's part not carved yet (huge/region.c). */
+	hp_assert((pg->nreleased == HP_SUBPAGES && hp_hpage_valid(pg)) ||
+	    blank(pg));
 	memset(pg->dirty, 0, sizeof pg->dirty);
 }
 
@@ -59,6 +83,7 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
     uint64_t *zero) {
 	unsigned w0, w1;
 	hp_assert(first + n <= HP_SUBPAGES);
+	hp_assert(hp_hpage_valid(pg));
 	sub_words(first, n, &w0, &w1);
 	memset(zero, 0, HP_SUBWORDS * sizeof *zero);
 	for (unsigned w = w0; w < w1; w++) {
@@ -69,10 +94,12 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n,
 		pg->released[w] &= ~m;
 		pg->dirty[w] |= m;
 	}
+	hp_assert(hp_hpage_valid(pg));
 }
 
 void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split) {
 	uint64_t stale[HP_SUBWORDS];
+	hp_assert((hp & (HP_HUGE - 1)) == 0 && hp_hpage_valid(pg));
 	for (unsigned w = 0; w < HP_SUBWORDS; w++)
 		stale[w] = pg->released[w] & (split ? ~0ull : pg->dirty[w]);
 	for (unsigned i = 0, j; i < HP_SUBPAGES; i = j) {
@@ -89,5 +116,6 @@ void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split) {
 			for (unsigned k = i; k < j; k++)
 				pg->dirty[k / 64] &= ~((uint64_t)1 << (k % 64));
 	}
+	hp_assert(hp_hpage_valid(pg));     /* only released parts made clean */
 }
 

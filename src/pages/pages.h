@@ -28,6 +28,12 @@ void hp_hpage_reuse(hp_hpage_t *pg, unsigned first, unsigned n, uint64_t *zero);
 void hp_hpage_purge(uintptr_t hp, hp_hpage_t *pg, bool split);
 /* An empty page went back to the kernel: it reads as zero now. */
 void hp_hpage_zapped(hp_hpage_t *pg);
+/* Debug builds (inside hp_assert only): the page's count of released
+ * parts is its bitmap's, and every part held is dirty (handed out since
+ * the page was last given back): a held part not marked dirty would be
+ * taken back as zeroed without being zeroed, and its page never given
+ * back. */
+bool hp_hpage_valid(const hp_hpage_t *pg);
 /* Bit i of a page's bitmap. */
 static inline bool hp_hpage_bit(const uint64_t *m, unsigned i) {
 	return (m[i / 64] >> (i % 64)) & 1;

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "huge/huge.h"
 
 /* The policy these tests run under (hp_conf is base/conf.c's). */
@@ -123,6 +125,60 @@ Test(region, long_lived_range_between_region_and_zone) {
 	cr_assert(hp_owned((void *)ll) && hp_owned((void *)(ll + ll_size - 1)));
 	cr_assert(!hp_region_contains((void *)ll));
 	cr_assert_eq(hp_region.size % HP_HUGE, 0);
+}
+
+/* Runs broken() in a child whose stderr is read back, and checks that it
+ * died of SIGABRT after hp_assert_fail's message (base/log.c) naming
+ * expr, in function fn. */
+static void assert_trips(void (*broken)(void), const char *expr,
+    const char *fn) {
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		broken();
+		_exit(0);
+	}
+	close(fds[1]);
+	char out[1024], want[256];
+	size_t n = 0;
+	ssize_t r;
+	while (n < sizeof out - 1 && (r = read(fds[0], out + n,
+	    sizeof out - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(fds[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	snprintf(want, sizeof want, "assertion failed: %s (", expr);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the child "
+	    "ended with status %#x, not SIGABRT; it said: %s", st, out);
+	cr_assert(strstr(out, want) != NULL && strstr(out, fn) != NULL,
+	    "not %s in %s: %s", want, fn, out);
+}
+
+/* A page whose count of released parts is 12 short of its bitmap's:
+ * released whole, it would still count 12 parts live, never read as
+ * empty, and never go back to the kernel. The debug build stops at the
+ * first call that sees it. */
+static void count_short_of_the_bitmap(void) {
+	hp_hpage_t pg;
+	uint64_t zero[HP_SUBWORDS];
+	memset(&pg, 0, sizeof pg);
+	memset(pg.released, 0xff, sizeof pg.released);
+	pg.nreleased = HP_SUBPAGES;
+	hp_hpage_reuse(&pg, 0, 100, zero);
+	pg.nreleased -= 12;                     /* the broken invariant */
+	if (!hp_hpage_release(&pg, 0, 100))
+		fprintf(stderr, "not given back: %u of %u parts released\n",
+		    (unsigned)pg.nreleased, (unsigned)HP_SUBPAGES);
+}
+
+Test(region, page_count_short_of_its_bitmap_aborts) {
+	assert_trips(count_short_of_the_bitmap, "hp_hpage_valid(pg)",
+	    ", hp_hpage_release)");
 }
 
 /* The debug build's checks on ranges and page indexes. */
