@@ -30,6 +30,9 @@ static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static unsigned huge_ind = HP_NO_ARENA;
 static int warned_fallback;
 static bool threads_on;        /* off again in a fork child */
+/* The arena made and the threads on (both again in a fork child):
+ * hp_huge_start_threads alone starts the threads, not the arena. */
+static bool ready;
 static long decay_ms;
 static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
 
@@ -184,6 +187,7 @@ unsigned hp_huge_arena(void) {
 
 void hp_huge_atfork_child(void) {
 	threads_on = false;
+	ready = false;
 	hp_lock_reinit(&start_lock);
 }
 
@@ -199,6 +203,8 @@ static bool start_huge(void) {
 	bool ok = huge_ind != HP_NO_ARENA || create_arena();
 	if (ok && !threads_on)
 		start_threads();
+	if (ok)
+		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
 	hp_unlock(&start_lock);
 	return ok;
 }
@@ -211,7 +217,7 @@ void hp_huge_start_threads(void) {
 }
 
 static bool started(void) {
-	return hp_likely(__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE)) ||
+	return hp_likely(__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) ||
 	    start_huge();
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "harness.h"
+#include "hugepreload.h"
 
 #define POOL_2M "/proc/sys/vm/nr_hugepages"
 #define MI_LIB "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
@@ -80,6 +81,19 @@ Test(longlived, index_in_the_class_requests_in_nh) {
 	    "only:\n%s", r.err);
 	/* jemalloc's "stats.allocated" counts the class's objects too. */
 	cr_assert_geq(hp_kv(&r, "allocated"), 2000000 * 48.0, "%s", r.out);
+	hp_run_free(&r);
+}
+
+/* The long-lived class in use before any huge-class request starts the
+ * huge class's threads, not its arena: the first huge-class request after
+ * that still makes the arena, and is the huge class's (the program's
+ * 64 MiB request; its 16 MiB array stays under this threshold). */
+Test(longlived, huge_class_after_the_long_lived_class) {
+	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
+	    "large_threshold:64m", NULL);
+	placed_right(&r);
+	cr_assert_eq(hp_kv(&r, "big_class"), HUGEPRELOAD_CLASS_HUGE, "%s",
+	    r.out);
 	hp_run_free(&r);
 }
 

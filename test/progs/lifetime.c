@@ -809,6 +809,11 @@ int main(int argc, char **argv) {
 	printf("data_ok=%d\ncode_at=%lu\n", bad == 0,
 	    (unsigned long)(uintptr_t)&index_node);
 	printf("allocated=%zu\n", heap_stat("stats.allocated"));
+	/* A huge-class request after the promotion, once the long-lived
+	 * class is in use: still the huge class's. */
+	char *big = malloc((size_t)64 << 20);
+	printf("big_class=%d\n", big ? hp_class_of(big) : -1);
+	free(big);
 	if (argc > 3 && strcmp(argv[3], "hold") == 0) {
 		printf("pid=%d\nchild=0\n", (int)getpid());
 		fflush(stdout);
