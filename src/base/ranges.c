@@ -48,6 +48,8 @@ void hp_ranges_add(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 /* Takes [s, e) away, splitting a range it cuts in two. */
 void hp_ranges_del(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 	hp_assert(s <= e && well_formed(set));
+	if (s >= e)                  /* nothing: no hole of nothing */
+		return;
 	unsigned i = 0;
 	while (i < set->n && set->r[i].end <= s)
 		i++;

@@ -42,6 +42,18 @@ Test(ranges, del_trims_splits_and_removes) {
 	is(&s, 0, NULL);
 }
 
+/* An empty range removes nothing: inside a range it must not split it
+ * into two that touch (mmap.c's mremap of less than a page of an advised
+ * reservation left such a pair, and a later commit across the split was
+ * not advised). */
+Test(ranges, empty_del_keeps_the_set) {
+	hp_ranges_t s = set_of();
+	hp_ranges_add(&s, 0, 100);
+	hp_ranges_del(&s, 40, 40);
+	is(&s, 1, (uintptr_t[]){0, 100});
+	cr_assert(hp_ranges_hold(&s, 30, 50));
+}
+
 Test(ranges, full_set_says_so) {
 	hp_ranges_t s = set_of();
 	for (uintptr_t i = 0; i < 4; i++)
