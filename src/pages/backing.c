@@ -43,7 +43,7 @@ void hp_backing_watch(const size_t *two_mib, const size_t *one_gib) {
 	held_1g = one_gib;
 }
 
-static size_t held(const size_t *n) {
+static size_t region_held(const size_t *n) {
 	return __atomic_load_n(n, __ATOMIC_RELAXED);
 }
 
@@ -241,7 +241,7 @@ bool hp_backing_map_gib(uintptr_t addr) {
 	}
 	if (pool >= 1 && map_hugetlb(addr, HP_GIB, HP_GIB))
 		return true;
-	if (hp_conf.backing == HP_BACKING_HUGETLB || held(held_1g))
+	if (hp_conf.backing == HP_BACKING_HUGETLB || region_held(held_1g))
 		pool_dry(HP_GIB);
 	return false;
 }
@@ -284,7 +284,7 @@ size_t hp_backing_map(uintptr_t addr, size_t len, hp_map_t *type) {
 		__atomic_fetch_add(&hp_backing_fallbacks.pool_empty, 1,
 		    __ATOMIC_RELAXED);
 		if (!cg_bound && (hp_conf.backing == HP_BACKING_HUGETLB ||
-		    held(held_2m)))
+		    region_held(held_2m)))
 			pool_dry(HP_HUGE);
 	}
 	if (hp_os_mprotect((void *)addr, len, PROT_READ | PROT_WRITE) != 0)
@@ -317,7 +317,7 @@ size_t hp_backing_map_pool(uintptr_t addr, size_t max, size_t unit) {
 	if (!pool_maybe() || hp_conf.hugetlb_page != HP_HUGE)
 		return 0;
 	long avail = hp_backing_room(HP_HUGE);
-	long ours = (long)held(held_2m);
+	long ours = (long)region_held(held_2m);
 	size_t take = avail > ours ? (size_t)(avail - ours) / 2 * HP_HUGE : 0;
 	take = (take < max ? take : max) / unit * unit;
 	for (; take >= unit; take = take / 2 / unit * unit)
