@@ -81,6 +81,7 @@ static bool h_commit(extent_hooks_t *h, void *addr, size_t size,
 	(void)h, (void)size, (void)ind;
 	if (foreign((char *)addr + off, len))
 		return true;             /* failed */
+	hp_assert(off <= size && len <= size - off);
 	return !hp_region_reuse((char *)addr + off, len);
 }
 
@@ -89,6 +90,7 @@ static bool h_decommit(extent_hooks_t *h, void *addr, size_t size,
 	(void)h, (void)size, (void)ind;
 	if (foreign((char *)addr + off, len))
 		return true;             /* failed: jemalloc keeps it committed */
+	hp_assert(off <= size && len <= size - off);
 	hp_region_release((char *)addr + off, len);
 	return false;
 }
@@ -122,6 +124,8 @@ static extent_hooks_t huge_hooks = {
  * allocation while it cannot be made, said once (in a fork child too:
  * the flag is inherited). */
 static bool create_arena(void) {
+	hp_lock_assert_held(&start_lock);
+	hp_assert(huge_ind == HP_NO_ARENA);
 	const char *why;
 	unsigned ind = hp_arena_create(&huge_hooks, &why);
 	if (ind == HP_NO_ARENA) {
@@ -169,6 +173,7 @@ static bool create_arena(void) {
 void (*hp_huge_on_threads)(void);
 
 static void start_threads(void) {
+	hp_lock_assert_held(&start_lock);
 	bool on = true;
 	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
 	    "background_thread", NULL, NULL, &on, sizeof on);
@@ -290,6 +295,7 @@ void hp_huge_free(void *p) {
 }
 
 void *hp_huge_realloc(void *p, size_t size) {
+	hp_assert(hp_region_contains(p) && huge_ind != HP_NO_ARENA);
 	void *q = size > PTRDIFF_MAX ? NULL : hp_je_rallocx(p, size, huge_flags);
 	if (q == NULL)
 		errno = ENOMEM;

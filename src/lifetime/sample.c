@@ -353,6 +353,8 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
     bool zero) {
 	void *p = NULL;
 	budget = next_interval();
+	hp_assert(budget >= mean_interval / 2 &&
+	    budget < mean_interval / 2 + mean_interval);
 	bool first = !armed;
 	armed = true;
 	/* Inside the sampler (hp_sample_busy), a nested allocation only
@@ -373,6 +375,7 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 }
 
 void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
+	hp_assert(used >= size);    /* hp_slot_refill's: this call's too */
 	if (mean_interval > 0 && (budget -= (int64_t)used) < 0)
 		return sample_due(size, ret, zero);
 	return NULL;

@@ -372,6 +372,7 @@ static inline uint32_t *slice_of(const void *p) {
 
 /* p's slice holds blocks of usable bytes (0 if too large to keep). */
 static inline void note(const void *p, size_t usable) {
+	hp_assert(hp_ll_contains(p));
 	uint32_t u = usable <= UINT32_MAX ? (uint32_t)usable : 0;
 	if (bsize != NULL && __atomic_load_n(slice_of(p), __ATOMIC_RELAXED) != u)
 		__atomic_store_n(slice_of(p), u, __ATOMIC_RELAXED);
@@ -427,6 +428,7 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 }
 
 void *hp_ll_alloc(size_t size, bool zero) {
+	hp_assert(hp_ll_size != 0);
 	mi_heap_t *h = first;
 	if (hp_unlikely(h == NULL))
 		return alloc_slow(size, zero, false);
@@ -503,6 +505,7 @@ void hp_ll_collect(uint64_t now_ns, bool trim) {
 	    (uint64_t)hp_conf.decay_ms * 1000000u))
 		return;
 	last_collect_ns = now_ns;
+	hp_assert(narenas <= sizeof heaps / sizeof *heaps);
 	if (!collector) {
 		hp_os_own_maps = true;
 		mi.thread_init();        /* mi_collect needs this thread's heap */

@@ -39,6 +39,7 @@ static const size_t no_pages;
 static const size_t *held_2m = &no_pages, *held_1g = &no_pages;
 
 void hp_backing_watch(const size_t *two_mib, const size_t *one_gib) {
+	hp_assert(two_mib != NULL && one_gib != NULL);
 	held_2m = two_mib;
 	held_1g = one_gib;
 }
@@ -212,6 +213,7 @@ static bool map_hugetlb(uintptr_t addr, size_t len, size_t page) {
  * message names a pool that is not there: with none configured, only
  * backing:hugetlb (which asked for one) is told so. */
 static void pool_dry(size_t page) {
+	hp_assert(page == HP_HUGE || page == HP_GIB);
 	const char *size = page == HP_GIB ? "1 GiB" : "2 MiB";
 	char path[96];
 	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
