@@ -21,6 +21,7 @@ HP_TLS hp_shard_t *hp_my_shard;
 static unsigned taken;
 
 hp_shard_t *hp_shard_take(void) {
+	hp_assert(hp_my_shard == NULL);          /* a thread takes one, once */
 	unsigned i = __atomic_fetch_add(&taken, 1, __ATOMIC_RELAXED);
 	return hp_my_shard = &hp_shards[i % HP_SHARDS];
 }

@@ -383,6 +383,7 @@ void hp_stats_maint_pass(uint64_t ns) {
  * that only maps memory stays single-threaded (huge.c says why). */
 void hp_stats_mmap_changed(void) {
 	hp_lock(&refresh_lock);
+	hp_assert(local.magic == HP_STATS_MAGIC);    /* after hp_stats_init */
 	if (shm == NULL)
 		open_page();
 	memcpy(&local.mmap, (const void *)&hp_mmap_counts, sizeof local.mmap);
@@ -392,6 +393,7 @@ void hp_stats_mmap_changed(void) {
 
 /* At start-up: the header. */
 void hp_stats_init(void) {
+	hp_assert(local.magic == 0);             /* once per process */
 	local.magic = HP_STATS_MAGIC;
 	local.version = HP_STATS_VERSION;
 	local.pid = getpid();
