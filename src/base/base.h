@@ -140,6 +140,9 @@ int hp_os_ftruncate(int fd, off_t len);
 int hp_os_flock(int fd, int op);
 void *hp_os_sbrk(intptr_t increment);
 unsigned hp_os_cpus(void);
+/* A clock's time in nanoseconds (clock_gettime: the vDSO, no system call
+ * on x86-64). */
+uint64_t hp_os_clock_ns(clockid_t clock);
 int hp_os_fd_high(int fd);
 int hp_os_open(const char *path, int flags, int mode);
 /* open(2) and syscall(2) whose descriptors are treated as hp_os_open's. */

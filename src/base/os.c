@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "base/base.h"
 
@@ -371,4 +372,10 @@ unsigned hp_os_huge_resident(uintptr_t addr) {
 	    sizeof in))
 		return 0;
 	return n;
+}
+
+uint64_t hp_os_clock_ns(clockid_t clock) {
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -43,7 +43,6 @@ uint64_t hp_stats_started_ns(void);
 void hp_stats_atfork_child(void);
 void hp_stats_heap_totals(hp_heap_t *h);
 
-
 /* maint.c: the maintenance thread, and malloc_trim's purge of every
  * class. */
 void hp_maint_start(void);

@@ -30,12 +30,6 @@
 
 static bool thread_on;
 
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64] = "";
@@ -55,7 +49,7 @@ static void *maintain(void *arg) {
 		if (decay[0] != '\0')
 			hp_je_mallctl(decay, NULL, NULL, NULL, 0);
 		hp_edata_trim();
-		hp_ll_collect(now_ns(), false);
+		hp_ll_collect(hp_os_clock_ns(CLOCK_REALTIME), false);
 		hp_catchup_run();
 		hp_stats_refresh(true);
 		hp_stats_maint_pass(hp_region_timing(false));

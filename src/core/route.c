@@ -146,7 +146,7 @@ static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
 	if (pinned && !hp_sample_busy && hp_key_promoted(ret) &&
 	    (p = place_promoted(size, zero)) != NULL)
 		return p;
-	return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+	return small_alloc(size, 0, zero);
 }
 
 /* malloc's and calloc's slow path: the caller's slot ran out of credit

@@ -20,14 +20,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "core/core.h"
@@ -49,12 +45,6 @@ static hp_stats_t local;               /* the last refresh */
 static hp_lock_t refresh_lock = HP_LOCK_INIT(HP_RANK_REFRESH);
 static int warned_page;
 static uint64_t start_ns;              /* CLOCK_REALTIME at start, or fork */
-
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void open_page(void) {
 	if (!hp_conf.stats_live)
@@ -398,7 +388,7 @@ void hp_stats_init(void) {
 	local.version = HP_STATS_VERSION;
 	local.pid = getpid();
 	local.maintenance.interval_ms = (uint64_t)hp_conf.maintain_ms;
-	start_ns = now_ns();
+	start_ns = hp_os_clock_ns(CLOCK_REALTIME);
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	collect(&local);
 }
@@ -409,7 +399,7 @@ void hp_stats_atfork_child(void) {
 	hp_lock_reinit(&refresh_lock);
 	shm = NULL;          /* MADV_DONTFORK: not mapped in the child */
 	local.pid = getpid();
-	start_ns = now_ns();
+	start_ns = hp_os_clock_ns(CLOCK_REALTIME);
 	local.maintenance.passes = local.maintenance.region_lock_ns = 0;
 	local.maintenance.region_lock_max_ns = 0;
 }

@@ -33,21 +33,15 @@ static void purge_parts(uintptr_t hp, hp_hpage_t *pg, bool split);
 static HP_TLS bool timing;
 static HP_TLS uint64_t held_ns, taken_at;
 
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void hp_region_lock_timed(void) {
 	hp_lock(&hp_region_lock);
 	if (timing)
-		taken_at = now_ns();
+		taken_at = hp_os_clock_ns(CLOCK_MONOTONIC);
 }
 
 void hp_region_unlock_timed(void) {
 	if (timing)
-		held_ns += now_ns() - taken_at;
+		held_ns += hp_os_clock_ns(CLOCK_MONOTONIC) - taken_at;
 	hp_unlock(&hp_region_lock);
 }
 

@@ -63,16 +63,11 @@ static unsigned dl_adds;         /* dl_iterate_phdr's count, last seen */
 static HP_TLS uint64_t rng;
 HP_TLS bool hp_sample_busy;     /* lifetime.h */
 
-static uint64_t now_ns(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int64_t next_interval(void) {
 	hp_assert(mean_interval > 0);
 	if (rng == 0)
-		rng = (uintptr_t)&rng ^ now_ns() ^ 0x9e3779b97f4a7c15ull;
+		rng = (uintptr_t)&rng ^ hp_os_clock_ns(CLOCK_MONOTONIC) ^
+		    0x9e3779b97f4a7c15ull;
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 	return mean_interval / 2 + (int64_t)(rng % (uint64_t)mean_interval);
 }
@@ -305,7 +300,8 @@ static __attribute__((noinline)) void *sample(size_t size,
 		return NULL;
 	uintptr_t near = hp_catchup_probe(size);
 	hp_site_lock();
-	uint64_t t = now_ns();       /* under the lock: records age in order */
+	/* Under the lock: records age in order. */
+	uint64_t t = hp_os_clock_ns(CLOCK_MONOTONIC);
 	int site = hp_site_get(frames, n);
 	bool kept = site >= 0 && record((uintptr_t)p, site, t, near);
 	if (kept)
@@ -384,7 +380,7 @@ void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
 /* Ends a sampled object's record: its lifetime decides. */
 static void end_sample(uintptr_t p) {
 	hp_site_lock();
-	uint64_t t = now_ns();
+	uint64_t t = hp_os_clock_ns(CLOCK_MONOTONIC);
 	size_t i = slot_of(p);
 	while (samples[i].ptr != 0 && samples[i].ptr != p)
 		i = (i + 1) & (nslots - 1);
