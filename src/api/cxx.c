@@ -143,8 +143,7 @@ static __attribute__((noinline, cold)) void *fail_al_nt(const char *name,
 		return p_; \
 	on_fail; \
 slow_: \
-	p_ = hp_route_slot(size, (uintptr_t)__builtin_return_address(0), \
-	    false); \
+	p_ = hp_route_slot(size, HP_CALLER_RA(), false); \
 	if (hp_likely(p_ != NULL)) \
 		return p_; \
 	on_fail; \

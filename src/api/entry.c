@@ -31,8 +31,7 @@ HP_EXPORT void *malloc(size_t size) {
 	SLOT_TAKE(size, slow);
 	return hp_je_malloc(size);
 slow:
-	return hp_route_slot(size, (uintptr_t)__builtin_return_address(0),
-	    false);
+	return hp_route_slot(size, HP_CALLER_RA(), false);
 }
 
 HP_EXPORT void free(void *p) {
@@ -46,8 +45,7 @@ HP_EXPORT void *calloc(size_t n, size_t size) {
 	SLOT_TAKE(total, slow);
 	return hp_je_calloc(n, size);
 slow:
-	return hp_route_slot(total, (uintptr_t)__builtin_return_address(0),
-	    true);
+	return hp_route_slot(total, HP_CALLER_RA(), true);
 }
 
 HP_EXPORT void *realloc(void *p, size_t size) {

@@ -85,10 +85,15 @@ typedef enum {
 } hp_lifetime_mode_t;
 
 /* Allocation sites (site.c): the call stack of a sampled allocation, its
- * first frame being the return address of the malloc call (its key). */
+ * first frame being the return address of the malloc call; its key is
+ * that address, or, behind a wrapper, the wrapper's key and the deeper
+ * frames that tell the wrapper's callers apart (HP_SITE_DEPTH - 1 levels
+ * of wrappers at most). */
 #define HP_SITE_DEPTH   4
+#define HP_STRIDE_MAX   65536    /* a caller's frame, in bytes, at most */
 #define HP_SITES        4096     /* sites tracked, a power of two */
-#define HP_KEYS         8192     /* keys (return addresses), a power of two */
+#define HP_KEY_BITS     13
+#define HP_KEYS         (1 << HP_KEY_BITS) /* keys (hashes of return addresses) */
 #define HP_LIFE_BUCKETS 6        /* <1 ms, <10 ms, <100 ms, <1 s, <10 s, more */
 #define HP_SCORE_MAX    16
 #define HP_PROMOTE_AT   6        /* score at which a site is promoted */
@@ -100,13 +105,19 @@ typedef struct {
 	bool promoted;               /* its allocations go to the huge class */
 	bool churny;                 /* score below zero: holds its key back */
 	bool from_profile;           /* decided by lifetime_profile */
+	bool lasting;                /* score above zero */
 	int8_t score;
 	uint32_t key;                /* slot in the key table */
+	/* From where each frame's return address is kept to where the next
+	 * one's is, in bytes (0: not known): its function's frame at the
+	 * call. */
+	int32_t stride[HP_SITE_DEPTH - 1];
 	uint32_t samples, nshort, nlong, live;
 	uint32_t hist[HP_LIFE_BUCKETS];  /* lifetimes of freed samples */
 } hp_site_t;
 
 /* Lifetime-learning counters, process-wide. */
+#define HP_WRAPPERS_SHOWN 8
 typedef struct {
 	uint64_t sites;              /* distinct sites seen */
 	uint64_t sites_dropped;      /* samples whose site, or record, did not
@@ -122,6 +133,14 @@ typedef struct {
 	 * resident or not jemalloc's data; not queued, the queue full. */
 	uint64_t caught_up, caught_up_failed, caught_up_skipped;
 	uint64_t caught_up_dropped;
+	/* Wrappers (site.c): keys whose callers are told apart, and the sites
+	 * behind them; the first HP_WRAPPERS_SHOWN of them one by one. */
+	uint64_t wrappers, wrapped_sites;
+	struct {
+		uintptr_t addr;          /* the return address of its call */
+		uint32_t level;          /* 0: its call is malloc's */
+		uint32_t sites;          /* sites behind it */
+	} wrapper[HP_WRAPPERS_SHOWN];
 } hp_lifetime_counts_t;
 
 /* The long-lived class's fallbacks (longlived.c), updated atomically; its
@@ -230,7 +249,7 @@ typedef struct {
  * library writes. */
 #define HP_STATS_NAME    "hugepreload-stats"
 #define HP_STATS_MAGIC   0x3174617473706868ull   /* "hhpstat1" */
-#define HP_STATS_VERSION 10
+#define HP_STATS_VERSION 11
 #define HP_STATS_ARENAS  4
 #define HP_STATS_RANGES  128
 typedef struct {

@@ -14,7 +14,13 @@ bool hp_init(void);
  * the owned range goes back to. */
 void *hp_route_alloc(size_t size, size_t align, bool zero);
 void *hp_route_realloc(void *p, size_t size);
-void *hp_route_slot(size_t size, uintptr_t ret, bool zero);
+/* ra: where the caller's return address is kept (HP_CALLER_RA). */
+void *hp_route_slot(size_t size, const uintptr_t *ra, bool zero);
+/* In an entry point: where its return address is kept, just below its
+ * canonical frame address (x86-64); the stack above it holds its callers'
+ * frames, where a wrapper's caller is found (lifetime.h's hp_key_placed).
+ * No frame pointer needed: on the slow path, one instruction. */
+#define HP_CALLER_RA() ((const uintptr_t *)__builtin_dwarf_cfa() - 1)
 void hp_route_free_owned(void *p);
 /* malloc_usable_size of an object of any class. */
 size_t hp_route_usable(const void *p);

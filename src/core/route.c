@@ -127,7 +127,8 @@ static void *place_promoted(size_t size, bool zero) {
 	return p;
 }
 
-static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
+static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
+	uintptr_t ret = *ra;
 	unsigned i = (uint8_t)ret;
 	/* hp_threshold is 0 until start-up has set up everything these paths
 	 * use (init.c stores it last but one): hp_init is called only then,
@@ -143,21 +144,21 @@ static void *slot_alloc(size_t size, uintptr_t ret, bool zero) {
 	void *p = hp_sample_take(size, ret, zero, used);
 	if (p != NULL)
 		return p;
-	if (pinned && !hp_sample_busy && hp_key_promoted(ret) &&
+	if (pinned && !hp_sample_busy && hp_key_placed(ret, (const char *)ra) &&
 	    (p = place_promoted(size, zero)) != NULL)
 		return p;
 	return small_alloc(size, 0, zero);
 }
 
 /* malloc's and calloc's slow path: the caller's slot ran out of credit
- * (api/entry.c), ret being the return address of the call. errno as it
- * was, unless the allocation fails: start-up, unwinding and the huge
- * class make system calls that may set it. Out of line: the entry points'
- * fast paths keep no frame. */
-__attribute__((noinline)) void *hp_route_slot(size_t size, uintptr_t ret,
-    bool zero) {
+ * (api/entry.c), ra being where the call's return address is kept. errno
+ * as it was, unless the allocation fails: start-up, unwinding and the
+ * huge class make system calls that may set it. Out of line: the entry
+ * points' fast paths keep no frame. */
+__attribute__((noinline)) void *hp_route_slot(size_t size,
+    const uintptr_t *ra, bool zero) {
 	int saved = errno;
-	void *p = slot_alloc(size, ret, zero);
+	void *p = slot_alloc(size, ra, zero);
 	if (p != NULL)
 		errno = saved;
 	return p;

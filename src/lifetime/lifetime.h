@@ -8,71 +8,6 @@
 
 #pragma GCC visibility push(hidden)
 
-/* site.c: allocation sites, keys and lifetime decisions. */
-extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
-extern uintptr_t *hp_key_tab;         /* HP_KEYS */
-extern uint8_t *hp_key_on;            /* HP_KEYS */
-/* Under the site lock, but for the caught_up counters (catchup.c). */
-extern hp_lifetime_counts_t hp_site_counts;
-/* A zeroed mapping of 4 KiB pages (MADV_NOHUGEPAGE), or NULL. */
-void *hp_site_map(size_t size);
-bool hp_site_init(void);
-void hp_site_lock(void);
-void hp_site_unlock(void);
-/* Debug builds: stops unless this thread holds the site lock (for what
- * says "Lock held" or "site lock held"). */
-#ifdef HP_DEBUG
-void hp_site_assert_locked(void);
-#else
-#define hp_site_assert_locked() ((void)0)
-#endif
-/* At exit: the site lock if hp_lock_at_exit takes it (lock.h). */
-bool hp_site_lock_at_exit(void);
-void hp_site_atfork_child(void);
-/* The site of these frames, added if new: its index, or -1 (table full).
- * Lock held. */
-int hp_site_get(const uintptr_t *frames, unsigned n);
-/* A sampled object ended short-lived, or turned long-lived. Lock held. */
-void hp_site_outcome(int idx, bool long_lived, uint64_t life_ns);
-/* A long-lived sampled object was freed after life_ns. Lock held. */
-void hp_site_freed_long(int idx, uint64_t life_ns);
-/* Sets a site's decision from a profile: 1 promote, -1 small (churny),
- * 0 undecided. Lock held. */
-void hp_site_decide(int idx, int decision);
-static inline size_t hp_key_hash(uintptr_t key) {
-	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 51) & (HP_KEYS - 1);
-}
-/* Whether allocations from this return address go to huge pages. No lock:
- * slots are filled once and never emptied. */
-static inline bool hp_key_promoted(uintptr_t key) {
-	for (size_t i = hp_key_hash(key);; i = (i + 1) & (HP_KEYS - 1)) {
-		uintptr_t k = __atomic_load_n(&hp_key_tab[i], __ATOMIC_ACQUIRE);
-		if (k == key)
-			return __atomic_load_n(&hp_key_on[i], __ATOMIC_ACQUIRE);
-		if (k == 0)
-			return false;
-	}
-}
-
-
-/* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
-extern uintptr_t hp_zone_base;          /* sampled objects live here */
-extern size_t hp_zone_size;
-bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
-/* The allocation that ran out its slot's credit, ret being the return
- * address of the call: used bytes (hp_slot_refill's) go to this thread's
- * sampling count; when it runs out, the allocation is sampled into the
- * zone and returned; NULL otherwise (the caller places it). */
-void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used);
-/* This thread is inside the sampler, or placing a promoted object: its
- * nested allocations are neither sampled nor placed. */
-extern HP_TLS bool hp_sample_busy;
-void hp_sample_free(void *p);
-static inline bool hp_zone_contains(const void *p) {
-	return (uintptr_t)p - hp_zone_base < hp_zone_size;
-}
-
-
 /* slot.c: the fast path's per-thread credits, one per slot (the low byte
  * of the return address). malloc and calloc take the slow path
  * (core/route.c) when theirs runs out. */
@@ -80,6 +15,12 @@ static inline bool hp_zone_contains(const void *p) {
 extern HP_TLS uint64_t hp_slots[HP_SLOTS];
 void hp_slot_init(size_t threshold, size_t pace);
 void hp_slot_pin(uintptr_t key, bool on);
+/* Per slot, one wrapper whose key is a return address in it (site.c):
+ * that address, and its stride / 8 in the top 16 bits; 0 for none. Its
+ * calls skip their first lookup (hp_key_placed). */
+#define HP_WRAP_RET (((uint64_t)1 << 48) - 1)
+extern uint64_t hp_slot_wrapper[HP_SLOTS];
+void hp_slot_wrap(uintptr_t ret, int32_t stride, bool on);
 uint64_t hp_slot_refill(unsigned slot, size_t size, bool *pinned);
 void hp_slot_undo(unsigned slot, size_t size);
 /* The fast path's step, in the exported entry points themselves (entry.c,
@@ -104,12 +45,136 @@ void hp_slot_undo(unsigned slot, size_t size);
 #endif
 
 
+/* site.c: allocation sites, keys and lifetime decisions. A key's state:
+ * its allocations go to the small class, or to huge pages, or it is a
+ * wrapper's, and its callers' keys decide. */
+enum { HP_KEY_SMALL = 0, HP_KEY_PLACED = 1, HP_KEY_WRAPPER = 2 };
+extern hp_site_t *hp_sites;           /* HP_SITES, from hp_site_init */
+/* The key table, read without the lock: a slot's key is set once (0: a
+ * free slot); beside it, in one word that is stored whole, its state
+ * (HP_KEY_*, the low byte) and a wrapper's stride (the high 32 bits:
+ * from where its return address is kept to where its caller's is). */
+typedef struct {
+	uintptr_t key;               /* hp_key_of or hp_key_mix's */
+	uint64_t how;
+} hp_key_t;
+extern hp_key_t *hp_keys;             /* HP_KEYS */
+#define HP_KEY_STATE(how)  ((uint8_t)(how))
+#define HP_KEY_STRIDE(how) ((int32_t)((how) >> 32))
+#define HP_KEY_HOW(state, stride) \
+	((uint64_t)(uint8_t)(state) | (uint64_t)(uint32_t)(stride) << 32)
+/* Under the site lock, but for the caught_up counters (catchup.c). */
+extern hp_lifetime_counts_t hp_site_counts;
+/* A zeroed mapping of 4 KiB pages (MADV_NOHUGEPAGE), or NULL. */
+void *hp_site_map(size_t size);
+bool hp_site_init(void);
+void hp_site_lock(void);
+void hp_site_unlock(void);
+/* Debug builds: stops unless this thread holds the site lock (for what
+ * says "Lock held" or "site lock held"). */
+#ifdef HP_DEBUG
+void hp_site_assert_locked(void);
+#else
+#define hp_site_assert_locked() ((void)0)
+#endif
+/* At exit: the site lock if hp_lock_at_exit takes it (lock.h). */
+bool hp_site_lock_at_exit(void);
+void hp_site_atfork_child(void);
+/* The site of these frames, added if new: its index, or -1 (table full).
+ * stride: hp_unwind_frames's, or NULL. Lock held. */
+int hp_site_get(const uintptr_t *frames, unsigned n, const int32_t *stride);
+/* A sampled object ended short-lived, or turned long-lived. Lock held. */
+void hp_site_outcome(int idx, bool long_lived, uint64_t life_ns);
+/* A long-lived sampled object was freed after life_ns. Lock held. */
+void hp_site_freed_long(int idx, uint64_t life_ns);
+/* Sets a site's decision from a profile: 1 promote, -1 small (churny),
+ * 0 undecided. Lock held. */
+void hp_site_decide(int idx, int decision);
+/* Whether a site's allocations go to huge pages now. Lock held. */
+bool hp_site_placed(int idx);
+/* A key is a hash, whose top bits are its slot in the table: of the
+ * malloc call's return address, or, behind a wrapper's key, of that key
+ * and the next frame, the return address in the wrapper's caller. The
+ * multiplier is odd: no return address has the key 0. */
+#define HP_KEY_MUL 0x9e3779b97f4a7c15ull
+static inline uintptr_t hp_key_of(uintptr_t ret) {
+	return ret * HP_KEY_MUL;
+}
+static inline uintptr_t hp_key_mix(uintptr_t key, uintptr_t next) {
+	return (key ^ next) * HP_KEY_MUL;
+}
+static inline size_t hp_key_slot(uintptr_t key) {
+	return (size_t)(key >> (64 - HP_KEY_BITS));
+}
+/* The key's slot, probing on from slot i where another key sits; HP_KEYS
+ * if it is not in the table. No lock. */
+size_t hp_key_probe(uintptr_t key, size_t i);
+/* Whether an allocation whose malloc call returns to ret goes to huge
+ * pages; ra is where that return address is kept (the stack pointer at
+ * malloc's entry). Behind a wrapper's key, the caller's return address is
+ * read from the stack at the wrapper's stride, and its key decides. No
+ * lock (hp_key_t). */
+static inline bool hp_key_placed(uintptr_t ret, const char *ra) {
+	/* The slot's byte offset in the table, straight from the key's top
+	 * bits: no multiply by the entry's size. */
+	HP_STATIC_ASSERT(sizeof(hp_key_t) == 16, "a slot is 16 bytes");
+	const char *base = (const char *)hp_keys;
+	uintptr_t key = hp_key_of(ret);
+	/* The wrapper of this slot: its first level without a lookup. */
+	uint64_t w = __atomic_load_n(&hp_slot_wrapper[(uint8_t)ret],
+	    __ATOMIC_ACQUIRE);
+	if (((w ^ ret) << 16) == 0) {   /* its low 48 bits are ret (never 0) */
+		ra += (w >> 48) * 8;
+		key = hp_key_mix(key, *(const uintptr_t *)ra);
+	}
+	/* A bound on the levels, not a count of them: wrappers' keys end
+	 * HP_SITE_DEPTH - 1 levels down (site.c). */
+#pragma GCC unroll 4
+	for (unsigned n = 0; n < HP_SITE_DEPTH; n++) {
+		size_t off = (size_t)(key >> (64 - HP_KEY_BITS - 4)) & ~(size_t)15;
+		const hp_key_t *e = (const hp_key_t *)(base + off);
+		if (hp_unlikely(__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) != key)) {
+			size_t i = hp_key_probe(key, off / 16);
+			if (i == HP_KEYS)
+				return false;
+			e = &hp_keys[i];
+		}
+		uint64_t h = __atomic_load_n(&e->how, __ATOMIC_ACQUIRE);
+		if (HP_KEY_STATE(h) != HP_KEY_WRAPPER)
+			return HP_KEY_STATE(h) == HP_KEY_PLACED;
+		ra += HP_KEY_STRIDE(h);
+		key = hp_key_mix(key, *(const uintptr_t *)ra);
+	}
+	return false;
+}
+
+
+/* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
+extern uintptr_t hp_zone_base;          /* sampled objects live here */
+extern size_t hp_zone_size;
+bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
+/* The allocation that ran out its slot's credit, ret being the return
+ * address of the call: used bytes (hp_slot_refill's) go to this thread's
+ * sampling count; when it runs out, the allocation is sampled into the
+ * zone and returned; NULL otherwise (the caller places it). */
+void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used);
+/* This thread is inside the sampler, or placing a promoted object: its
+ * nested allocations are neither sampled nor placed. */
+extern HP_TLS bool hp_sample_busy;
+void hp_sample_free(void *p);
+static inline bool hp_zone_contains(const void *p) {
+	return (uintptr_t)p - hp_zone_base < hp_zone_size;
+}
+
+
 /* unwind.c: call stacks through libunwind, which then opens no descriptor
  * of its own. */
 bool hp_unwind_init(const char **why);
 /* The frames of the caller of malloc, from the one returning to ret: at
- * most HP_SITE_DEPTH, at least 1 (ret alone). */
-unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out);
+ * most HP_SITE_DEPTH, at least 1 (ret alone); stride[i] (HP_SITE_DEPTH -
+ * 1 of them), from where frame i's return address is kept to where frame
+ * i + 1's is, 0 where not known. */
+unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out, int32_t *stride);
 
 /* profile.c: the site table written at exit and loaded at start-up. */
 bool hp_profile_load(const char *path);

@@ -3,16 +3,20 @@
  * Lifetime profiles: the site table as text, written at exit
  * (lifetime_record) and read at start-up (lifetime_profile).
  *
- *   # hugepreload lifetime profile 1
+ *   # hugepreload lifetime profile 2
  *   # decision samples short long live <1ms <10ms <100ms <1s <10s more frames...
- *   promote 181 0 181 181 0 0 0 0 0 0 /usr/bin/prog+0x1234 /usr/bin/prog+0x5f0
+ *   promote 181 0 181 181 0 0 0 0 0 0 /usr/bin/prog+0x1234@48 /usr/bin/prog+0x5f0
  *   end 1
  *
  * decision is promote (huge pages), small (churny: held to 4 KiB pages) or
  * undecided (not enough evidence either way); the counts say why (samples,
  * how many ended short- and long-lived, how many were live at exit, and
  * the lifetimes of the freed ones by decade); a frame is a module's path
- * and an offset into it, so a profile holds across runs under ASLR. A
+ * and an offset into it, so a profile holds across runs under ASLR, and
+ * then, after an @, its stride where one was measured: the bytes from
+ * where its return address is kept to where the next frame's is (site.c
+ * finds a wrapper's callers with it). Version 1, written before strides
+ * were, is read too. A
  * person may edit decisions; "end N" closes the file so that a truncated
  * one is known. Entries whose modules are not loaded yet wait and apply
  * once they are (dlopen). Nothing here allocates.
@@ -31,7 +35,8 @@
 #include "lifetime/lifetime.h"
 #include "base/lock.h"
 
-#define HP_PROFILE_MAGIC "# hugepreload lifetime profile 1"
+#define HP_PROFILE_MAGIC "# hugepreload lifetime profile 2"
+#define HP_PROFILE_MAGIC1 "# hugepreload lifetime profile 1"
 #define HP_MODULES       256
 #define HP_PROFILE_MAX   ((size_t)16 << 20)
 
@@ -217,6 +222,8 @@ static bool site_line(const hp_site_t *s, const modlist_t *ml, char *buf,
 		ok = ok && (m != NULL ? put(buf, len, cap, " %s+%#lx", m->path,
 		    (unsigned long)(s->frames[f] - m->base)) : put(buf, len, cap,
 		    " ?+%#lx", (unsigned long)s->frames[f]));
+		if (f + 1 < s->nframes && s->stride[f] > 0)
+			ok = ok && put(buf, len, cap, "@%d", (int)s->stride[f]);
 	}
 	return ok && put(buf, len, cap, "\n");
 }
@@ -338,6 +345,7 @@ bool hp_profile_write(const char *where) {
 typedef struct {
 	uint16_t mod[HP_SITE_DEPTH];     /* index into names */
 	uintptr_t off[HP_SITE_DEPTH];
+	int32_t stride[HP_SITE_DEPTH - 1];   /* 0: none given */
 	uint8_t nframes;
 	int8_t decision;                 /* 1 promote, -1 small, 0 undecided */
 	bool applied;
@@ -402,6 +410,7 @@ static const char *parse_line(const char *p, const char *end, entry_t *e) {
 		if (!token(&p, end, &t, &n) || !number(t, n, 10, &v))
 			return "a count is missing or not a number";
 	e->nframes = 0;
+	memset(e->stride, 0, sizeof e->stride);
 	while (token(&p, end, &t, &n)) {
 		const char *plus = NULL;
 		for (const char *q = t + n; q-- > t;)
@@ -411,8 +420,18 @@ static const char *parse_line(const char *p, const char *end, entry_t *e) {
 			}
 		if (e->nframes == HP_SITE_DEPTH)
 			return "too many frames";
+		const char *at = plus ? memchr(plus, '@', (size_t)(t + n - plus)) :
+		    NULL;
+		unsigned long stride = 0;
+		if (at != NULL && (e->nframes + 1 == HP_SITE_DEPTH ||
+		    !number(at + 1, (size_t)(t + n - at - 1), 10, &stride) ||
+		    stride == 0 || stride > HP_STRIDE_MAX || stride % 8 != 0))
+			return "a frame's stride is not @N, N a multiple of 8 up "
+			    "to 65536";
+		if (e->nframes + 1 < HP_SITE_DEPTH)
+			e->stride[e->nframes] = (int32_t)stride;
 		if (plus == NULL || plus == t || !number(plus + 1,
-		    (size_t)(t + n - plus - 1), 16, &v))
+		    (size_t)((at ? at : t + n) - plus - 1), 16, &v))
 			return "a frame is not module+0xoffset";
 		int m = intern(t, (size_t)(plus - t));
 		if (m < 0)
@@ -470,8 +489,10 @@ bool hp_profile_load(const char *path) {
 			why = "text after the end line";
 		else if (line == 1)
 			why = (size_t)(le - p) == strlen(HP_PROFILE_MAGIC) &&
-			    memcmp(p, HP_PROFILE_MAGIC, (size_t)(le - p)) == 0 ?
-			    NULL : "not a hugepreload lifetime profile (version 1)";
+			    (memcmp(p, HP_PROFILE_MAGIC, (size_t)(le - p)) == 0 ||
+			    memcmp(p, HP_PROFILE_MAGIC1, (size_t)(le - p)) == 0) ?
+			    NULL : "not a hugepreload lifetime profile (version 1 "
+			    "or 2)";
 		else if (le == p || *p == '#')
 			;                    /* blank or comment */
 		else if (le - p > 4 && memcmp(p, "end ", 4) == 0) {
@@ -523,7 +544,9 @@ void hp_profile_resolve(void) {
 		}
 		if (f < e->nframes)
 			continue;
-		int idx = hp_site_get(frames, e->nframes);
+		/* A frame past the last has no stride: the one before it
+		 * keeps what was read (0). */
+		int idx = hp_site_get(frames, e->nframes, e->stride);
 		if (idx >= 0)
 			hp_site_decide(idx, e->decision);
 		e->applied = true;

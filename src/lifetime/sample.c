@@ -255,20 +255,14 @@ static void unrecord(size_t i) {
 	}
 }
 
-/* Whether the site's allocations go to huge pages: it is promoted and
- * its key placed. Lock held. */
-static bool placed(int site) {
-	return hp_sites[site].promoted && hp_key_on[hp_sites[site].key];
-}
-
 /* A sampled object's outcome; when it places its site on huge pages, the
  * small-class ranges the site's live samples noted are queued for
  * catch-up: what the site allocated while it was learned. Lock held. */
 static void outcome(int site, bool long_lived, uint64_t life_ns) {
 	hp_site_assert_locked();
-	bool was = placed(site);
+	bool was = hp_site_placed(site);
 	hp_site_outcome(site, long_lived, life_ns);
-	if (was || !placed(site))
+	if (was || !hp_site_placed(site))
 		return;
 	for (size_t i = 0; i < nslots; i++)
 		if (samples[i].ptr != 0 && samples[i].site == site)
@@ -290,10 +284,10 @@ static void age(uint64_t t) {
 	}
 }
 
-/* frames: the site, unwound under sample_lock. Out of line, so that the
- * promoted path (core/route.c) keeps a small frame. */
+/* frames and stride: the site, unwound under sample_lock. Out of line, so
+ * that the promoted path (core/route.c) keeps a small frame. */
 static __attribute__((noinline)) void *sample(size_t size,
-    const uintptr_t *frames, unsigned n, bool zero) {
+    const uintptr_t *frames, unsigned n, const int32_t *stride, bool zero) {
 	void *p = hp_je_mallocx(size ? size : 1, zone_flags |
 	    (zero ? MALLOCX_ZERO : 0));
 	if (p == NULL)
@@ -302,7 +296,7 @@ static __attribute__((noinline)) void *sample(size_t size,
 	hp_site_lock();
 	/* Under the lock: records age in order. */
 	uint64_t t = hp_os_clock_ns(CLOCK_MONOTONIC);
-	int site = hp_site_get(frames, n);
+	int site = hp_site_get(frames, n, stride);
 	bool kept = site >= 0 && record((uintptr_t)p, site, t, near);
 	if (kept)
 		hp_site_counts.samples++;
@@ -360,11 +354,12 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 		hp_sample_busy = true;
 		check_new_modules();
 		uintptr_t frames[HP_SITE_DEPTH];
+		int32_t stride[HP_SITE_DEPTH - 1];
 		bool go = learning && hp_zone_size != 0;
-		unsigned n = go ? hp_unwind_frames(ret, frames) : 0;
+		unsigned n = go ? hp_unwind_frames(ret, frames, stride) : 0;
 		hp_unlock(&sample_lock);
 		if (go)
-			p = sample(size, frames, n, zero);
+			p = sample(size, frames, n, stride, zero);
 		hp_sample_busy = false;
 	}
 	return p;

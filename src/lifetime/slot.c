@@ -46,6 +46,21 @@ void hp_slot_init(size_t threshold, size_t pace) {
 	__atomic_store_n(&credit, c, __ATOMIC_RELAXED);
 }
 
+uint64_t hp_slot_wrapper[HP_SLOTS];
+
+/* ret's key became a wrapper's (on) or stopped being one; a slot holds
+ * the first of its wrappers. Site lock held. */
+void hp_slot_wrap(uintptr_t ret, int32_t stride, bool on) {
+	uint64_t *w = &hp_slot_wrapper[(uint8_t)ret];
+	hp_assert(ret != 0 && ret <= HP_WRAP_RET && stride > 0 &&
+	    stride <= HP_STRIDE_MAX && stride % 8 == 0);
+	if (on && *w == 0)
+		__atomic_store_n(w, ret | (uint64_t)(stride / 8) << 48,
+		    __ATOMIC_RELEASE);
+	else if (!on && (*w & HP_WRAP_RET) == ret)
+		__atomic_store_n(w, 0, __ATOMIC_RELEASE);
+}
+
 /* A key was placed on huge pages (on) or taken off. Site lock held. */
 void hp_slot_pin(uintptr_t key, bool on) {
 	uint16_t *n = &slot_keys[(uint8_t)key];

@@ -221,14 +221,19 @@ bool hp_unwind_init(const char **why) {
 }
 
 /* The frames of the caller of malloc: from the frame that returns to ret
- * (the sampler's own frames come first). unw_step, not unw_backtrace:
- * unw_backtrace keeps a 256 KiB frame cache per thread for good, so every
- * thread that samples would hold one; stepping holds no memory per
- * thread, for a little more work per sample (docs/lifetime.md). */
-unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out) {
+ * (the sampler's own frames come first), and between each frame and the
+ * next, the distance from where the one's return address is kept to
+ * where the next one's is (its caller's frame size at the call): what a
+ * wrapper's callers are told apart by (site.c). unw_step, not
+ * unw_backtrace: unw_backtrace keeps a 256 KiB frame cache per thread for
+ * good, so every thread that samples would hold one; stepping holds no
+ * memory per thread, for a little more work per sample
+ * (docs/lifetime.md). */
+unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out, int32_t *stride) {
 	unw_context_t uc;
 	unw_cursor_t cur;
 	unsigned m = 0;
+	unw_word_t sp[HP_SITE_DEPTH];
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -240,11 +245,21 @@ unsigned hp_unwind_frames(uintptr_t ret, uintptr_t *out) {
 			if (unw_step(&cur) <= 0 ||
 			    unw_get_reg(&cur, UNW_REG_IP, &ip))
 				break;
-			if (m > 0 || (uintptr_t)ip == ret)
-				out[m++] = (uintptr_t)ip;
+			if (m == 0 && (uintptr_t)ip != ret)
+				continue;
+			/* The stack pointer of the frame that returns to ip:
+			 * its return address was kept just below it. */
+			if (unw_get_reg(&cur, UNW_REG_SP, &sp[m]))
+				sp[m] = 0;
+			out[m++] = (uintptr_t)ip;
 		}
 	masked = false;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (unsigned i = 0; i + 1 < HP_SITE_DEPTH; i++) {
+		unw_word_t d = i + 1 < m && sp[i] != 0 && sp[i + 1] > sp[i] ?
+		    sp[i + 1] - sp[i] : 0;
+		stride[i] = d <= HP_STRIDE_MAX ? (int32_t)d : 0;
+	}
 	if (m > 0)
 		return m;
 	/* ret not found: it alone */

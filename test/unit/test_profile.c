@@ -16,7 +16,15 @@
 #include "lifetime/lifetime.h"
 #include "base/lock.h"
 
+/* Whether a direct call of malloc returning to key goes to huge pages. */
+static bool hp_key_promoted(uintptr_t key) {
+	uintptr_t stack[1] = {key};
+	return hp_key_placed(key, (const char *)stack);
+}
+
+/* Version 1 is read as well as version 2 (strides), which is written. */
 #define MAGIC "# hugepreload lifetime profile 1\n"
+#define MAGIC2 "# hugepreload lifetime profile 2\n"
 #define COUNTS "0 0 0 0 0 0 0 0 0 0"
 
 static char dir[64], exe[PATH_MAX], libc_path[PATH_MAX];
@@ -111,7 +119,7 @@ static hp_site_t *find(uintptr_t f0, uintptr_t f1, unsigned n) {
 	uintptr_t f[2] = {f0, f1};
 	uint64_t before = hp_site_counts.sites;
 	hp_site_lock();
-	int i = hp_site_get(f, n);
+	int i = hp_site_get(f, n, NULL);
 	hp_site_unlock();
 	cr_assert_geq(i, 0);
 	return hp_site_counts.sites == before ? &hp_sites[i] : NULL;
@@ -120,7 +128,7 @@ static hp_site_t *find(uintptr_t f0, uintptr_t f1, unsigned n) {
 /* Three decisions, a comment and a blank line. */
 static const char *three(const char *name) {
 	return put(name, MAGIC "# decision samples ...\n"
-	    "promote " COUNTS " %s+0x1000 %s+0x1008\n"
+	    "promote " COUNTS " %s+0x1000@48 %s+0x1008\n"
 	    "\n"
 	    "small 3 3 0 0 3 0 0 0 0 0 %s+0x1010 %s+0x30000\n"
 	    "# a person's note\n"
@@ -135,6 +143,8 @@ Test(profile, load_puts_decisions_in_the_site_table) {
 	cr_assert_str_empty(captured(), "nothing to say");
 	cr_assert_eq(hp_site_counts.sites, 3);
 	hp_site_t *p = find(exe_base + 0x1000, exe_base + 0x1008, 2);
+	cr_assert_not_null(p);
+	cr_assert_eq(p->stride[0], 48, "the frame's stride, read");
 	hp_site_t *s = find(exe_base + 0x1010, libc_base + 0x30000, 2);
 	hp_site_t *u = find(exe_base + 0x1020, 0, 1);
 	cr_assert(p && s && u, "all three are there");
@@ -172,6 +182,16 @@ Test(profile, bad_profiles_are_reported_and_ignored) {
 		{"promote " COUNTS " a+1 b+2 c+3 d+4 e+5\nend 1\n", 2,
 		    "too many frames"},
 		{"promote " COUNTS "\nend 1\n", 2, "no frames"},
+		{"promote " COUNTS " %s+0x10@0 %s+0x20\nend 1\n", 2,
+		    "a frame's stride is not @N, N a multiple of 8 up to 65536"},
+		{"promote " COUNTS " %s+0x10@12 %s+0x20\nend 1\n", 2,
+		    "a frame's stride is not @N, N a multiple of 8 up to 65536"},
+		{"promote " COUNTS " %s+0x10@65544 %s+0x20\nend 1\n", 2,
+		    "a frame's stride is not @N, N a multiple of 8 up to 65536"},
+		{"promote " COUNTS " %s+0x10@ %s+0x20\nend 1\n", 2,
+		    "a frame's stride is not @N, N a multiple of 8 up to 65536"},
+		{"promote " COUNTS " a+1 b+2 c+3 d+4@8\nend 1\n", 2,
+		    "a frame's stride is not @N, N a multiple of 8 up to 65536"},
 		{"promote " COUNTS " %s+0x10\nend 2\n", 3,
 		    "the end line does not count the sites"},
 		{"promote " COUNTS " %s+0x10\n", 2, "no end line (truncated?)"},
@@ -182,7 +202,7 @@ Test(profile, bad_profiles_are_reported_and_ignored) {
 	};
 	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
 		char text[PATH_MAX + 256], want[512];
-		snprintf(text, sizeof text, bad[k].text, exe);
+		snprintf(text, sizeof text, bad[k].text, exe, exe);
 		const char *path = put("bad", MAGIC "%s", text);
 		capture();
 		cr_assert_not(hp_profile_load(path), "case %zu", k);
@@ -197,7 +217,7 @@ Test(profile, bad_profiles_are_reported_and_ignored) {
 	capture();
 	cr_assert_not(hp_profile_load(path));
 	cr_assert_not_null(strstr(captured(), ":1: not a hugepreload lifetime "
-	    "profile (version 1)"));
+	    "profile (version 1 or 2)"));
 	path = put("empty", "%s", "");
 	capture();
 	cr_assert_not(hp_profile_load(path));
@@ -250,15 +270,15 @@ Test(profile, write_round_trips) {
 	capture();
 	cr_assert(hp_profile_write(where));
 	cr_assert_str_empty(captured());
-	snprintf(line[0], sizeof line[0], "promote " COUNTS " %s+0x1000 "
+	snprintf(line[0], sizeof line[0], "promote " COUNTS " %s+0x1000@48 "
 	    "%s+0x1008\n", exe, exe);
 	snprintf(line[1], sizeof line[1], "small " COUNTS " %s+0x1010 "
 	    "%s+0x30000\n", exe, libc_path);
 	snprintf(line[2], sizeof line[2], "undecided " COUNTS " %s+0x1020\n",
 	    exe);
 	const char *out = slurp(path);
-	cr_assert_eq(strncmp(out, MAGIC "# decision samples short long live "
-	    "<1ms <10ms <100ms <1s <10s more frames", strlen(MAGIC) + 40), 0,
+	cr_assert_eq(strncmp(out, MAGIC2 "# decision samples short long live "
+	    "<1ms <10ms <100ms <1s <10s more frames", strlen(MAGIC2) + 40), 0,
 	    "%s", out);
 	for (int i = 0; i < 3; i++)
 		cr_assert_not_null(strstr(out, line[i]), "%s in:\n%s", line[i], out);
@@ -279,7 +299,7 @@ Test(profile, write_round_trips) {
 Test(profile, write_gives_a_learned_sites_counts) {
 	uintptr_t f[2] = {exe_base + 0x1100, 0x10};
 	hp_site_lock();
-	int i = hp_site_get(f, 2);
+	int i = hp_site_get(f, 2, NULL);
 	for (int k = 0; k < 8; k++)
 		hp_site_outcome(i, true, 0);
 	hp_site_outcome(i, false, 5000000);          /* 5 ms */
@@ -287,7 +307,7 @@ Test(profile, write_gives_a_learned_sites_counts) {
 	hp_sites[i].samples = 11;                    /* sample.c's counts */
 	hp_sites[i].live = 2;
 	uintptr_t g[1] = {exe_base + 0x1200};
-	hp_site_get(g, 1);                           /* never sampled */
+	hp_site_get(g, 1, NULL);                         /* never sampled */
 	hp_site_unlock();
 	char where[128], want[PATH_MAX + 128];
 	snprintf(where, sizeof where, "%s/learned", dir);
@@ -322,7 +342,7 @@ Test(profile, write_with_a_lock_held_reads_maps) {
 	snprintf(want, sizeof want, " %s+0x30000\n", real);
 	cr_assert_not_null(strstr(out, want), "%s in:\n%s", want, out);
 	cr_assert_not_null(realpath(exe, real));
-	snprintf(want, sizeof want, " %s+0x1000 %s+0x1008\n", real, real);
+	snprintf(want, sizeof want, " %s+0x1000@48 %s+0x1008\n", real, real);
 	cr_assert_not_null(strstr(out, want), "%s in:\n%s", want, out);
 	cr_assert_not_null(strstr(out, "\nend 3\n"));
 }

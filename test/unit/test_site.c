@@ -28,7 +28,13 @@ static bool pinned(uintptr_t key) {
 
 static int site(uintptr_t a, uintptr_t b, uintptr_t c) {
 	uintptr_t f[3] = {a, b, c};
-	return hp_site_get(f, 3);
+	return hp_site_get(f, 3, NULL);
+}
+
+/* Whether a direct call of malloc returning to key goes to huge pages. */
+static bool hp_key_promoted(uintptr_t key) {
+	uintptr_t stack[1] = {key};
+	return hp_key_placed(key, (const char *)stack);
 }
 
 static void outcomes(int idx, bool long_lived, int n) {
@@ -49,16 +55,16 @@ Test(site, same_frames_same_site) {
 	cr_assert_eq(hp_site_counts.sites, 2);
 	/* The same first frames, fewer of them: another site. */
 	uintptr_t two[2] = {0x401000, 0x402000};
-	int c = hp_site_get(two, 2);
+	int c = hp_site_get(two, 2, NULL);
 	cr_assert(c != a && c != b);
 	/* Frames past HP_SITE_DEPTH do not count. */
 	uintptr_t deep[HP_SITE_DEPTH + 2] = {1, 2, 3, 4, 5, 6};
-	int d = hp_site_get(deep, HP_SITE_DEPTH + 2);
+	int d = hp_site_get(deep, HP_SITE_DEPTH + 2, NULL);
 	deep[HP_SITE_DEPTH] = 99;
-	cr_assert_eq(hp_site_get(deep, HP_SITE_DEPTH + 2), d);
-	cr_assert_eq(hp_site_get(deep, HP_SITE_DEPTH), d);
+	cr_assert_eq(hp_site_get(deep, HP_SITE_DEPTH + 2, NULL), d);
+	cr_assert_eq(hp_site_get(deep, HP_SITE_DEPTH, NULL), d);
 	cr_assert_eq(hp_sites[d].nframes, HP_SITE_DEPTH);
-	cr_assert_eq(hp_site_get(deep, 0), -1, "no frames: no site");
+	cr_assert_eq(hp_site_get(deep, 0, NULL), -1, "no frames: no site");
 	cr_assert_eq(hp_site_counts.sites, 4);
 	cr_assert_eq(memcmp(hp_sites[a].frames, (uintptr_t[]){0x401000,
 	    0x402000, 0x403000}, 3 * sizeof(uintptr_t)), 0);
@@ -72,8 +78,9 @@ Test(site, sites_share_their_first_frame_as_key) {
 	int c = site(0x402000, 0x500000, 0);
 	cr_assert_eq(hp_sites[a].key, hp_sites[b].key);
 	cr_assert_neq(hp_sites[a].key, hp_sites[c].key);
-	cr_assert_eq(hp_key_tab[hp_sites[a].key], 0x401000);
-	cr_assert_eq(hp_key_tab[hp_sites[c].key], 0x402000);
+	cr_assert_eq(hp_keys[hp_sites[a].key].key, hp_key_of(0x401000));
+	cr_assert_eq(hp_keys[hp_sites[c].key].key, hp_key_of(0x402000));
+	cr_assert_eq(HP_KEY_STATE(hp_keys[hp_sites[a].key].how), HP_KEY_SMALL);
 	cr_assert_not(hp_key_promoted(0x401000));
 	cr_assert_not(hp_key_promoted(0x403000), "a key never seen");
 }
@@ -214,7 +221,189 @@ Test(site, a_full_table_drops_and_counts) {
 		int i = site(0x10000 + 16 * k, k, 0);
 		cr_assert_geq(i, 0);
 		cr_assert_eq(hp_sites[i].frames[1], k);
-		cr_assert_eq(hp_key_tab[hp_sites[i].key], 0x10000 + 16 * k);
+		cr_assert_eq(hp_keys[hp_sites[i].key].key, hp_key_of(0x10000 + 16 * k));
 	}
 	cr_assert_eq(hp_site_counts.sites_dropped, 2);
+}
+
+/* ---- wrappers -------------------------------------------------------- */
+
+#define W 0x7f0000401a00ull    /* the malloc call in xmalloc */
+#define V 0x7f0000402b00ull    /* the xmalloc call in xstrdup */
+#define A 0x7f0000403c00ull    /* a caller that keeps its objects */
+#define B 0x7f0000404d00ull    /* a caller that frees them at once */
+#define C 0x7f0000405e00ull    /* another one */
+
+/* A site seen by a sample that measured these strides (as
+ * hp_unwind_frames gives them: 0 where not known). */
+static int site_s(uintptr_t a, uintptr_t b, uintptr_t c, int32_t s0,
+    int32_t s1) {
+	uintptr_t f[3] = {a, b, c};
+	int32_t st[HP_SITE_DEPTH - 1] = {s0, s1, 0};
+	return hp_site_get(f, 3, st);
+}
+
+/* A stack as malloc's entry sees it: the return address at word 0, and
+ * each caller's return address at the strides after it. */
+static bool placed_from(uintptr_t f0, int32_t s0, uintptr_t f1, int32_t s1,
+    uintptr_t f2) {
+	uintptr_t stack[64] = {0};
+	stack[0] = f0;
+	stack[s0 / 8] = f1;
+	stack[(s0 + s1) / 8] = f2;
+	return hp_key_placed(f0, (const char *)stack);
+}
+
+/* One wrapper, two callers: a long-lived one and a churny one under one
+ * key. The churny one first, as in a service's mixed traffic: the key is
+ * held back, then becomes a wrapper's, and the long-lived caller's key is
+ * placed alone. */
+Test(site, a_wrapper_key_tells_its_callers_apart) {
+	int churn = site_s(W, B, 0x10, 48, 32);
+	outcomes(churn, false, 1);
+	int good = site_s(W, A, 0x20, 48, 32);
+	cr_assert_eq(hp_sites[good].key, hp_sites[churn].key, "one key so far");
+	cr_assert_eq(HP_KEY_STATE(hp_keys[hp_sites[good].key].how), HP_KEY_SMALL);
+	outcomes(good, true, 1);         /* lasting beside churny: a wrapper */
+	cr_assert_neq(hp_sites[good].key, hp_sites[churn].key);
+	cr_assert_eq(hp_site_counts.wrappers, 1);
+	cr_assert_eq(hp_site_counts.wrapped_sites, 2);
+	cr_assert_eq(hp_site_counts.wrapper[0].addr, W);
+	cr_assert_eq(hp_site_counts.wrapper[0].level, 0);
+	cr_assert_eq(hp_site_counts.wrapper[0].sites, 2);
+	outcomes(good, true, HP_PROMOTE_AT - 1);
+	cr_assert(hp_sites[good].promoted);
+	cr_assert(placed_from(W, 48, A, 32, 0x20), "the long-lived caller");
+	cr_assert_not(placed_from(W, 48, B, 32, 0x10), "the churny caller");
+	cr_assert_not(placed_from(W, 48, C, 32, 0x30), "a caller never seen");
+	cr_assert_not(placed_from(W, 40, A, 32, 0x20), "A, but not where the "
+	    "stride says");
+	cr_assert(pinned(W), "the wrapper's slot: its calls come back");
+	cr_assert_eq(hp_site_counts.sites_promoted, 1);
+	/* The churny caller stays churny; the long-lived one demoted comes
+	 * off, and the slot with it. */
+	outcomes(good, false, HP_PROMOTE_AT / 2);
+	cr_assert_not(placed_from(W, 48, A, 32, 0x20));
+	cr_assert_not(pinned(W));
+	cr_assert_eq(hp_site_counts.wrappers, 1, "a wrapper's key stays one");
+}
+
+/* A wrapper of a wrapper: xstrdup's callers, behind xmalloc's. */
+Test(site, a_wrapper_of_a_wrapper) {
+	int direct = site_s(W, C, 0x30, 48, 16);     /* xmalloc, churny */
+	int churn = site_s(W, V, B, 48, 32);         /* xstrdup's churny one */
+	int good = site_s(W, V, A, 48, 32);          /* its long-lived one */
+	outcomes(direct, false, 1);
+	outcomes(churn, false, 1);
+	outcomes(good, true, HP_PROMOTE_AT);
+	cr_assert(hp_sites[good].promoted);
+	cr_assert_eq(hp_site_counts.wrappers, 2);
+	cr_assert_eq(hp_site_counts.wrapped_sites, 3);
+	cr_assert(placed_from(W, 48, V, 32, A));
+	cr_assert_not(placed_from(W, 48, V, 32, B));
+	cr_assert_not(placed_from(W, 48, C, 16, 0x30));
+	/* The two wrappers: xmalloc's key with 3 sites behind it, xstrdup's
+	 * call (level 1) with 2. */
+	unsigned found = 0;
+	for (int i = 0; i < 2; i++) {
+		if (hp_site_counts.wrapper[i].addr == W)
+			found += hp_site_counts.wrapper[i].level == 0 &&
+			    hp_site_counts.wrapper[i].sites == 3;
+		if (hp_site_counts.wrapper[i].addr == V)
+			found += hp_site_counts.wrapper[i].level == 1 &&
+			    hp_site_counts.wrapper[i].sites == 2;
+	}
+	cr_assert_eq(found, 2);
+}
+
+/* Without a stride measured twice, a key mixing lifetimes stays one key,
+ * held back by its churny site: no stack word is read on a guess. */
+Test(site, no_wrapper_without_a_measured_stride) {
+	int churn = site_s(W, B, 0, 0, 0);
+	int good = site_s(W, A, 0, 0, 0);
+	outcomes(churn, false, 1);
+	outcomes(good, true, HP_PROMOTE_AT);
+	cr_assert_eq(hp_site_counts.wrappers, 0);
+	cr_assert_eq(hp_sites[good].key, hp_sites[churn].key);
+	cr_assert_not(hp_key_promoted(W));
+	/* Measured once: still not enough. */
+	site_s(W, A, 0, 48, 0);
+	cr_assert_eq(hp_site_counts.wrappers, 0);
+	site_s(W, B, 0, 48, 0);
+	cr_assert_eq(hp_site_counts.wrappers, 1, "measured twice, the same");
+	cr_assert(placed_from(W, 48, A, 8, 0));
+}
+
+/* A frame whose size varies (alloca) measures two strides: its key is no
+ * wrapper's, or stops being one, its sites back under it. */
+Test(site, a_varying_stride_unmakes_a_wrapper) {
+	int churn = site_s(W, B, 0, 48, 0);
+	int good = site_s(W, A, 0, 48, 0);
+	outcomes(churn, false, 1);
+	outcomes(good, true, HP_PROMOTE_AT);
+	cr_assert_eq(hp_site_counts.wrappers, 1);
+	cr_assert(placed_from(W, 48, A, 8, 0));
+	site_s(W, A, 0, 64, 0);          /* another stride */
+	cr_assert_eq(hp_site_counts.wrappers, 0);
+	cr_assert_eq(hp_site_counts.wrapped_sites, 0);
+	cr_assert_eq(hp_sites[good].key, hp_sites[churn].key, "back together");
+	cr_assert_not(placed_from(W, 48, A, 8, 0));
+	cr_assert_not(hp_key_promoted(W), "held back again");
+	cr_assert_not(pinned(W));
+	/* For good: the same stride again makes no wrapper. */
+	site_s(W, A, 0, 48, 0);
+	site_s(W, B, 0, 48, 0);
+	cr_assert_eq(hp_site_counts.wrappers, 0);
+}
+
+/* A key behind HP_SITE_DEPTH - 1 wrappers is the deepest: its frames end
+ * there, so it is decided as a plain key. */
+Test(site, wrappers_go_as_deep_as_the_frames) {
+	uintptr_t f[HP_SITE_DEPTH];
+	int32_t st[HP_SITE_DEPTH - 1];
+	int s[2];
+	for (int k = 0; k < 2; k++) {
+		for (int l = 0; l < HP_SITE_DEPTH; l++)
+			f[l] = 0x400000 + 0x1000 * l + (l == HP_SITE_DEPTH - 1 ?
+			    k : 0);
+		for (int l = 0; l < HP_SITE_DEPTH - 1; l++)
+			st[l] = 16;
+		s[k] = hp_site_get(f, HP_SITE_DEPTH, st);
+		hp_site_get(f, HP_SITE_DEPTH, st);       /* measured twice */
+	}
+	outcomes(s[0], false, 1);
+	outcomes(s[1], true, HP_PROMOTE_AT);
+	cr_assert_eq(hp_site_counts.wrappers, HP_SITE_DEPTH - 1);
+	cr_assert_neq(hp_sites[s[0]].key, hp_sites[s[1]].key);
+	cr_assert(hp_sites[s[1]].promoted);
+	uintptr_t stack[HP_SITE_DEPTH * 2];
+	for (int l = 0; l < HP_SITE_DEPTH; l++)
+		stack[2 * l] = 0x400000 + 0x1000 * l + (l == HP_SITE_DEPTH - 1);
+	cr_assert(hp_key_placed(stack[0], (const char *)stack));
+	stack[2 * (HP_SITE_DEPTH - 1)]--;
+	cr_assert_not(hp_key_placed(stack[0], (const char *)stack));
+}
+
+/* A slot keeps one wrapper (its first level then needs no lookup); a
+ * second wrapper in the same slot is found through the table, and either
+ * comes off the slot with its key. */
+Test(site, two_wrappers_in_one_slot) {
+	const uintptr_t w1 = 0x7f0000401a42, w2 = 0x7f0000409c42;  /* slot 0x42 */
+	int c1 = site_s(w1, B, 0, 48, 0), g1 = site_s(w1, A, 0, 48, 0);
+	int c2 = site_s(w2, B, 0, 64, 0), g2 = site_s(w2, A, 0, 64, 0);
+	outcomes(c1, false, 1);
+	outcomes(c2, false, 1);
+	outcomes(g1, true, HP_PROMOTE_AT);
+	outcomes(g2, true, HP_PROMOTE_AT);
+	cr_assert_eq(hp_site_counts.wrappers, 2);
+	cr_assert_eq(hp_slot_wrapper[0x42], w1 | (uint64_t)(48 / 8) << 48,
+	    "the first wrapper in the slot");
+	cr_assert(placed_from(w1, 48, A, 8, 0));
+	cr_assert(placed_from(w2, 64, A, 8, 0), "the second, by the table");
+	cr_assert_not(placed_from(w2, 64, B, 8, 0));
+	cr_assert_not(placed_from(w2, 48, A, 8, 0), "not at the first's stride");
+	site_s(w1, A, 0, 56, 0);         /* w1's frame varies: no wrapper */
+	cr_assert_eq(hp_slot_wrapper[0x42], 0, "off the slot with its key");
+	cr_assert_not(placed_from(w1, 48, A, 8, 0));
+	cr_assert(placed_from(w2, 64, A, 8, 0));
 }
