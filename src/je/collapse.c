@@ -2,16 +2,20 @@
  * The small class's 2 MiB ranges collapsed onto huge pages (for
  * lifetime/catchup.c), and jemalloc's madvise, which splits them again.
  *
- * A range is collapsed with MADV_HUGEPAGE, MADV_COLLAPSE, then
- * MADV_NOHUGEPAGE again, so that nothing new faults in huge there. The
+ * A range is collapsed with MADV_HUGEPAGE and MADV_COLLAPSE, and keeps
+ * its MADV_HUGEPAGE: in smaps it is a mapping of its own, flagged hg, and
+ * the small class's other mappings, flagged nh, hold no huge page. The
  * small class gives memory back 4 KiB at a time, and MADV_DONTNEED of
  * part of a huge page would leave all of it allocated on the kernel's
  * deferred-split queue (see hp_hpage_purge). So jemalloc's madvise calls
  * come here (scripts/embed-jemalloc): a purge that touches a collapsed
- * range (one being collapsed included) is first advised MADV_FREE, which
- * splits the page, and the range's huge pages are forgotten. If the set
- * of collapsed ranges ever overflowed, every purge is advised MADV_FREE
- * first. The kernel does not split a page it shares with a fork child
+ * range (one being collapsed included) first advises the collapsed
+ * ranges it touches MADV_NOHUGEPAGE again (nothing faults in huge there,
+ * and khugepaged leaves them be), then the purge MADV_FREE, which splits
+ * the page, and the ranges are forgotten. If the set of collapsed ranges
+ * ever overflowed, every purge is advised so first (MADV_NOHUGEPAGE on
+ * the purged pages alone: the rest is not known to be the small
+ * class's). The kernel does not split a page it shares with a fork child
  * (copy-on-write): such a page's purged parts come back when the kernel
  * needs memory, or when the child's copy goes.
  */
@@ -45,8 +49,8 @@ static void publish(void) {
 }
 
 /* The range is in done before it is collapsed, so that a purge meanwhile
- * splits it too; it leaves done if the collapse fails. The advice is set
- * back whatever happened. */
+ * splits it too; it leaves done, its advice set back, if the collapse
+ * fails. */
 bool hp_collapse(uintptr_t r) {
 	hp_assert((r & (HP_HUGE - 1)) == 0);
 	void *p = (void *)r;
@@ -57,8 +61,8 @@ bool hp_collapse(uintptr_t r) {
 	hp_unlock(&lock);
 	bool ok = hp_os_madvise(p, HP_HUGE, MADV_HUGEPAGE) == 0 &&
 	    hp_os_madvise(p, HP_HUGE, MADV_COLLAPSE) == 0;
-	hp_os_madvise(p, HP_HUGE, MADV_NOHUGEPAGE);
 	if (!ok) {
+		hp_os_madvise(p, HP_HUGE, MADV_NOHUGEPAGE);
 		hp_lock(&lock);
 		hp_ranges_del(&done, r, r + HP_HUGE);
 		hp_assert(!hp_ranges_touch(&done, r, r + HP_HUGE));
@@ -79,19 +83,25 @@ int hp_je_madvise(void *addr, size_t len, int advice) {
 	    a + len > __atomic_load_n(&done_lo, __ATOMIC_ACQUIRE)) {
 		uintptr_t s = a & ~(uintptr_t)(HP_HUGE - 1);
 		uintptr_t e = (a + len + HP_HUGE - 1) & ~(uintptr_t)(HP_HUGE - 1);
+		int saved = errno;
 		hp_lock(&lock);
 		bool split = done.overflow || hp_ranges_touch(&done, s, e);
+		if (done.overflow)
+			hp_os_madvise(addr, len, MADV_NOHUGEPAGE);
+		else
+			for (uintptr_t u = s; split && u < e; u += HP_HUGE)
+				if (hp_ranges_hold(&done, u, u + HP_HUGE))
+					hp_os_madvise((void *)u, HP_HUGE,
+					    MADV_NOHUGEPAGE);
 		if (split) {
 			hp_ranges_del(&done, s, e);
 			hp_assert(!hp_ranges_touch(&done, s, e));
 			publish();
 		}
 		hp_unlock(&lock);
-		if (split && advice == MADV_DONTNEED) {
-			int saved = errno;
+		if (split && advice == MADV_DONTNEED)
 			hp_os_madvise(addr, len, MADV_FREE);
-			errno = saved;
-		}
+		errno = saved;
 	}
 	return hp_os_madvise(addr, len, advice);
 }

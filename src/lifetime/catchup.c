@@ -9,11 +9,16 @@
  * is promoted and its key placed on huge pages, the 2 MiB ranges its live
  * samples noted are queued here (sample.c), and the maintenance thread
  * collapses each range that lies in jemalloc's data and is resident
- * but for at most HOLES pages into one huge page: MADV_HUGEPAGE,
- * MADV_COLLAPSE, then MADV_NOHUGEPAGE again, so that nothing new faults
- * in huge there (je/collapse.c). Such a range takes at most 32 KiB (1.6%)
- * more memory as one huge page (jemalloc leaves a page or two of a range
- * it fills untouched), and its objects stay where they are.
+ * but for at most HOLES pages into one huge page: MADV_HUGEPAGE and
+ * MADV_COLLAPSE; the range keeps its MADV_HUGEPAGE (a mapping of its own
+ * in smaps, flagged hg) until jemalloc purges part of it (je/collapse.c).
+ * Such a range takes at most 32 KiB (1.6%) more memory as one huge page
+ * (jemalloc leaves a page or two of a range it fills untouched), and its
+ * objects stay where they are: the site's,
+ * and the few of other sites of the same size that the thread's cache
+ * put among them while it was learned. Those are why a churny site's
+ * objects can be found on a huge page; freed, their pages go back 4 KiB
+ * at a time all the same (the purge splits the range first).
  *
  * Pages mapped to the shared zero page do not count as resident. At most
  * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the

@@ -301,9 +301,10 @@ Test(lifetime, promoted_objects_go_back_where_they_came_from) {
 /* Catch-up (src/lifetime/catchup.c): what a site put in the small class
  * before it was promoted (lifetime_ms of its allocation) is on huge pages
  * once the maintenance thread has passed (/proc/kpageflags: the objects'
- * pages are THP pages), counted; and when they are freed, jemalloc's purges
- * split those pages, so a kept object's page is a THP page no more:
- * MADV_DONTNEED alone would have left each whole 2 MiB allocated. */
+ * pages are THP pages, in hg mappings), counted; and when they are freed,
+ * jemalloc's purges split those pages, so a kept object's page is a THP
+ * page no more, in an nh mapping again: MADV_DONTNEED alone would have
+ * left each whole 2 MiB allocated. */
 Test(lifetime, what_was_learned_on_small_pages_catches_up) {
 	const char *argv[] = {hp_path("lifetime"), "catchup", "768", NULL};
 	hp_run_t r = run_conf("lifetime_ms:200,maintain_ms:100,decay_ms:0",
@@ -327,6 +328,11 @@ Test(lifetime, what_was_learned_on_small_pages_catches_up) {
 	    1024, "%s", r.out);
 	cr_assert_geq(hp_kv(&r, "kept"), caught, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "kept_small_in_thp"), 0, "%s", r.out);
+	/* A collapsed range is a mapping flagged hg in smaps, not a huge
+	 * page inside the small class's nh mappings; split again, it is nh. */
+	cr_assert_eq(hp_kv(&r, "objects_small_thp_in_nh"), 0, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "kept_small_in_nh"), hp_kv(&r, "kept_small"),
+	    "%s", r.out);
 	hp_run_free(&r);
 }
 

@@ -590,21 +590,32 @@ static bool range_whole(uintptr_t a) {
 	return false;
 }
 
+/* Small-class objects: how many, on THP pages, in whole 2 MiB ranges;
+ * and by the mapping smaps puts them in: THP pages in nh mappings (none
+ * should be: a collapsed range is hg), objects in nh mappings. */
 static void small_in_thp(void **p, long n, const char *name) {
-	long small = 0, thp = 0, whole = 0, whole_thp = 0;
+	long small = 0, thp = 0, whole = 0, whole_thp = 0, thp_nh = 0, nh = 0;
+	probe_vma_t *v;
+	size_t nv = probe_vmas(&v);
 	for (long i = 0; i < n; i++)
 		if (p[i] != NULL && hp_class_of(p[i]) == 1) {
 			bool huge = probe_thp_bytes(p[i], 2048) > 0;
+			const probe_vma_t *m = probe_find(v, nv, p[i]);
+			bool in_nh = m != NULL && probe_has_flag(m, "nh");
 			small++;
 			thp += huge;
+			nh += in_nh;
+			thp_nh += huge && in_nh;
 			if (range_whole((uintptr_t)p[i])) {
 				whole++;
 				whole_thp += huge;
 			}
 		}
+	free(v);
 	printf("%s_small=%ld\n%s_small_in_thp=%ld\n%s_small_whole=%ld\n"
-	    "%s_small_whole_in_thp=%ld\n", name, small, name, thp, name, whole,
-	    name, whole_thp);
+	    "%s_small_whole_in_thp=%ld\n%s_small_thp_in_nh=%ld\n"
+	    "%s_small_in_nh=%ld\n", name, small, name, thp, name, whole,
+	    name, whole_thp, name, thp_nh, name, nh);
 }
 
 static int catchup(long mib) {
