@@ -435,5 +435,6 @@ int hp_statpage_read(long pid, hp_stats_t *st, hp_stats_meta_t *m,
 	m->age_s = (double)now.tv_sec + now.tv_nsec / 1e9 -
 	    (double)st->updated_ns / 1e9;
 	m->smaps = smaps_ranges(j, pid, st, m);
+	hp_stats_wrapper_names(st, pid, m);
 	return j->late ? -3 : 1;
 }

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include "base/base.h"
 #include "base/escape.h"
 #include "base/stats_print.h"
 
@@ -89,6 +92,10 @@ static const field_t lfields[] = {
       "site's decision."),
     L("sites_dropped", sites_dropped, true, "Samples not kept: the site "
       "table, or the table of live samples, was full."),
+    L("wrappers", wrappers, false, "Keys of malloc wrappers (a call that "
+      "many callers reach, with lifetimes of both kinds) whose callers are "
+      "told apart: each caller's key is decided alone."),
+    L("wrapped_sites", wrapped_sites, false, "Sites behind those wrappers."),
     L("caught_up", caught_up, true, "2 MiB ranges of the small class that a "
       "site filled while it was learned, collapsed onto huge pages once it "
       "was promoted (MADV_COLLAPSE)."),
@@ -218,6 +225,96 @@ static void escaped(sink_t *s, hp_esc_t how, const char *str) {
 
 /* The huge class's resident bytes in its own range (less its metadata,
  * which is on jemalloc's pages). */
+/* Where wrapper w is: its module and offset, or its address. */
+static void wrapper_at(sink_t *s, hp_esc_t how, const hp_stats_t *st,
+    const hp_stats_meta_t *m, unsigned w) {
+	if (m->wrapper_at[w][0] != '\0')
+		escaped(s, how, m->wrapper_at[w]);
+	else
+		put(s, "%#" PRIxPTR, st->lifetime.wrapper[w].addr);
+}
+
+/* One line of /proc/PID/maps: its range, offset and path (or ""). */
+static bool maps_line(const char *l, const char *end, uintptr_t *lo,
+    uintptr_t *hi, uint64_t *off, const char **path, size_t *plen) {
+	char *e;
+	*lo = (uintptr_t)strtoull(l, &e, 16);
+	if (e >= end || *e != '-')
+		return false;
+	*hi = (uintptr_t)strtoull(e + 1, &e, 16);
+	/* perms, then the offset */
+	while (e < end && *e == ' ')
+		e++;
+	while (e < end && *e != ' ')
+		e++;
+	*off = strtoull(e, &e, 16);
+	/* dev, inode, then the path after spaces */
+	for (int field = 0; field < 2; field++) {
+		while (e < end && *e == ' ')
+			e++;
+		while (e < end && *e != ' ')
+			e++;
+	}
+	while (e < end && *e == ' ')
+		e++;
+	*path = e;
+	*plen = (size_t)(end - e);
+	return true;
+}
+
+void hp_stats_wrapper_names(const hp_stats_t *st, int64_t pid,
+    hp_stats_meta_t *m) {
+	memset(m->wrapper_at, 0, sizeof m->wrapper_at);
+	bool any = false;
+	for (unsigned w = 0; w < HP_WRAPPERS_SHOWN; w++)
+		any |= st->lifetime.wrapper[w].addr != 0;
+	if (!any)
+		return;
+	const size_t cap = (size_t)4 << 20;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%" PRId64 "/maps", pid);
+	char *buf = hp_os_mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (buf == MAP_FAILED)
+		return;
+	ssize_t n = hp_os_read_file(path, buf, cap);
+	for (unsigned w = 0; n > 0 && w < HP_WRAPPERS_SHOWN; w++) {
+		uintptr_t a = st->lifetime.wrapper[w].addr, lo, hi;
+		uint64_t off;
+		const char *p, *mod = NULL;
+		size_t plen, mlen = 0;
+		if (a == 0)
+			continue;
+		/* The module holding a; then its mapping at offset 0, whose
+		 * start is the module's base, as dl_iterate_phdr's load bias
+		 * is where its first segment starts at 0. */
+		for (int pass = 0; pass < 2; pass++)
+			for (const char *l = buf; l < buf + n;) {
+				const char *e = memchr(l, '\n', (size_t)(buf + n - l));
+				e = e ? e : buf + n;
+				if (maps_line(l, e, &lo, &hi, &off, &p, &plen) &&
+				    plen > 0 && *p == '/') {
+					if (pass == 0 && a >= lo && a < hi) {
+						mod = p, mlen = plen;
+						break;
+					}
+					if (pass == 1 && off == 0 && plen == mlen &&
+					    memcmp(p, mod, plen) == 0) {
+						snprintf(m->wrapper_at[w],
+						    sizeof m->wrapper_at[w], "%.*s+%#lx",
+						    (int)plen, p, (unsigned long)(a - lo));
+						break;
+					}
+				}
+				l = e + 1;
+			}
+		if (mod == NULL)
+			snprintf(m->wrapper_at[w], sizeof m->wrapper_at[w], "?+%#lx",
+			    (unsigned long)a);
+	}
+	hp_os_munmap(buf, cap);
+}
+
 static uint64_t region_resident(const hp_stats_t *st) {
 	if (st->narenas < 2)
 		return 0;
@@ -275,6 +372,14 @@ static void text(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 			    groups[g].f[i].name);
 			put(s, "%-28s%16" PRIu64 "\n", name, lget(st, &groups[g].f[i]));
 		}
+	for (unsigned w = 0; w < HP_WRAPPERS_SHOWN; w++)
+		if (st->lifetime.wrapper[w].addr != 0) {
+			put(s, "lifetime_wrapper            %16" PRIu32 " sites, "
+			    "level %" PRIu32 ", at ", st->lifetime.wrapper[w].sites,
+			    st->lifetime.wrapper[w].level);
+			wrapper_at(s, HP_ESC_TEXT, st, m, w);
+			put(s, "\n");
+		}
 }
 
 static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
@@ -314,6 +419,19 @@ static void json(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 		for (size_t i = 0; i < groups[g].n; i++)
 			put(s, "%s\"%s\": %" PRIu64, i ? ", " : "",
 			    groups[g].f[i].name, lget(st, &groups[g].f[i]));
+		if (groups[g].f == lfields) {
+			put(s, ", \"wrapper\": [");
+			for (unsigned w = 0, n = 0; w < HP_WRAPPERS_SHOWN; w++)
+				if (st->lifetime.wrapper[w].addr != 0) {
+					put(s, "%s{\"sites\": %" PRIu32 ", \"level\": %"
+					    PRIu32 ", \"at\": \"", n++ ? ", " : "",
+					    st->lifetime.wrapper[w].sites,
+					    st->lifetime.wrapper[w].level);
+					wrapper_at(s, HP_ESC_JSON, st, m, w);
+					put(s, "\"}");
+				}
+			put(s, "]");
+		}
 		put(s, "}");
 	}
 	put(s, "}\n");
@@ -397,6 +515,18 @@ static void prom(sink_t *s, const hp_stats_t *st, const hp_stats_meta_t *m) {
 			    PRId64 "\"} %" PRIu64 "\n", p, f->name, suffix, f->help, p,
 			    f->name, suffix, f->counter ? "counter" : "gauge", p,
 			    f->name, suffix, st->pid, lget(st, f));
+		}
+	put(s, "# HELP hugepreload_lifetime_wrapper_sites Sites behind a malloc "
+	    "wrapper whose callers are told apart (the first %d wrappers).\n"
+	    "# TYPE hugepreload_lifetime_wrapper_sites gauge\n",
+	    HP_WRAPPERS_SHOWN);
+	for (unsigned w = 0; w < HP_WRAPPERS_SHOWN; w++)
+		if (st->lifetime.wrapper[w].addr != 0) {
+			put(s, "hugepreload_lifetime_wrapper_sites{pid=\"%" PRId64
+			    "\",level=\"%" PRIu32 "\",at=\"", st->pid,
+			    st->lifetime.wrapper[w].level);
+			wrapper_at(s, HP_ESC_PROM, st, m, w);
+			put(s, "\"} %" PRIu32 "\n", st->lifetime.wrapper[w].sites);
 		}
 }
 

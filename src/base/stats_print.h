@@ -26,8 +26,15 @@ typedef struct {
 	                                   advised anonymous areas (smaps) */
 	uint64_t smaps_ll_resident, smaps_ll_huge; /* the long-lived class's
 	                                   range (smaps) */
+	/* Where each wrapper shown (hp_lifetime_counts_t's wrapper[]) is:
+	 * module+0xoffset, as in a lifetime profile; empty: its address. */
+	char wrapper_at[HP_WRAPPERS_SHOWN][192];
 } hp_stats_meta_t;
 
+/* Fills m->wrapper_at from /proc/PID/maps: each of st's wrappers as its
+ * module's path and offset; "?" where no module holds it. */
+void hp_stats_wrapper_names(const hp_stats_t *st, int64_t pid,
+    hp_stats_meta_t *m);
 void hp_stats_format(const hp_stats_t *st, const hp_stats_meta_t *m,
     hp_format_t f, hp_out_t out, void *ctx);
 bool hp_stats_copy(const volatile hp_stats_t *shared, hp_stats_t *out);

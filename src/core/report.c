@@ -144,6 +144,7 @@ __attribute__((destructor)) static void hp_report_exit(void) {
 			    hp_strerror(errno));
 		} else {
 			hp_stats_meta_t m = {.alive = true};
+			hp_stats_wrapper_names(&last, getpid(), &m);
 			hp_stats_format(&last, &m, (hp_format_t)hp_conf.stats_format,
 			    to_fd, &fd);
 			if (fd != STDERR_FILENO)

@@ -6,6 +6,12 @@
  *                                   with hold, then waits (pid= child=)
  *        lifetime dl NODES LIB      the same, from a dlopen()ed library
  *        lifetime flip NODES        one site long-lived, then churny
+ *        lifetime wrapped NODES     the same as index, but the index nodes
+ *                                   and the request buffers are both
+ *                                   allocated through one wrapper, xmalloc
+ *        lifetime wrapped2 NODES    both through xdup, a wrapper of
+ *                                   xmalloc, and a churny direct caller of
+ *                                   xmalloc beside them
  *        lifetime spawn THREADS     threads that allocate once each
  *        lifetime samplers THREADS  threads that each keep 2 MiB of 256 B
  *                                   objects; RSS while all are alive
@@ -54,6 +60,7 @@
 #include "probe.h"
 
 static void *(*node_fn)(void);
+static void *(*req_fn)(void);
 
 __attribute__((noinline)) static void *index_node(void) {
 	return malloc(48);
@@ -61,6 +68,52 @@ __attribute__((noinline)) static void *index_node(void) {
 
 __attribute__((noinline)) static void *request_buf(void) {
 	return malloc(48);
+}
+
+/* A program's malloc wrapper, which no caller's inlining sees through;
+ * not a tail call (it checks what malloc returned). noipa, here and in
+ * its callers: no two of them folded into one, no clones. */
+__attribute__((noipa)) static void *xmalloc(size_t n) {
+	void *p = malloc(n);
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+/* A wrapper of the wrapper, as xstrdup is. */
+__attribute__((noipa)) static void *xdup(size_t n) {
+	char *p = xmalloc(n);
+	p[0] = 1;
+	return p;
+}
+
+__attribute__((noipa)) static void *index_node_w(void) {
+	char *p = xmalloc(48);
+	p[1] = 1;
+	return p;
+}
+
+__attribute__((noipa)) static void *request_buf_w(void) {
+	char *p = xmalloc(48);
+	p[1] = 1;
+	return p;
+}
+
+__attribute__((noipa)) static void *index_node_w2(void) {
+	char *p = xdup(48);
+	p[1] = 1;
+	return p;
+}
+
+/* A request buffer through xdup, and a scratch buffer straight from
+ * xmalloc, both freed at once. */
+__attribute__((noipa)) static void *request_buf_w2(void) {
+	char *scratch = xmalloc(48);
+	scratch[1] = 1;
+	free(scratch);
+	char *p = xdup(48);
+	p[1] = 1;
+	return p;
 }
 
 /* One site that either keeps or frees, as the caller says. */
@@ -77,7 +130,7 @@ static double now(void) {
 /* Request traffic: n buffers made, written and freed. */
 __attribute__((noinline)) static void requests(int n) {
 	for (int i = 0; i < n; i++) {
-		volatile char *r = request_buf();
+		volatile char *r = req_fn();
 		r[0] = 1;
 		free((void *)r);
 	}
@@ -767,6 +820,11 @@ int main(int argc, char **argv) {
 	if (strcmp(argv[1], "samplers") == 0)
 		return samplers(n);
 	node_fn = index_node;
+	req_fn = request_buf;
+	if (strcmp(argv[1], "wrapped") == 0)
+		node_fn = index_node_w, req_fn = request_buf_w;
+	if (strcmp(argv[1], "wrapped2") == 0)
+		node_fn = index_node_w2, req_fn = request_buf_w2;
 	if (strcmp(argv[1], "handback") == 0)
 		return handback(n);
 	if (strcmp(argv[1], "crossfork") == 0)
@@ -808,7 +866,7 @@ int main(int argc, char **argv) {
 	}
 	void **live = calloc(4000, sizeof *live);
 	for (int i = 0; i < 4000; i++)
-		live[i] = request_buf();
+		live[i] = req_fn();
 	where("first_node", nodes, 1);
 	where("late_nodes", nodes + n / 2, n - n / 2);
 	where("promoted_first", nodes + q + n / 8, 1);   /* past the slot's

@@ -1,0 +1,101 @@
+/* Wrappers (src/lifetime/site.c): a long-lived index and churny request
+ * buffers of the same size, both allocated through one malloc wrapper
+ * (xmalloc), or through a wrapper of it (xdup) beside a churny direct
+ * caller of xmalloc, the churny traffic first (lifetime.c's wrapped and
+ * wrapped2). The index must land on huge pages (in hg mappings; the
+ * kernel's page flags say huge) and the request buffers on 4 KiB pages
+ * in nh mappings, under both long_lived settings; and a profile recorded
+ * so replays the same. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness.h"
+
+static hp_run_t wrapped(const char *mode, const char *conf) {
+	char env0[600];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, NULL};
+	const char *argv[] = {hp_path("lifetime"), mode, "2000000", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1, "%s", r.out);
+	/* Index nodes made after the warm-up: on huge pages, in hg
+	 * mappings (THP) or hugetlb ones (the pool, if another program left
+	 * one reserved); request buffers: none on huge pages, all in nh. */
+	cr_assert_geq(hp_kv(&r, "late_nodes_huge_frac"), 0.9, "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "late_nodes_hg_frac") +
+	    hp_kv(&r, "late_nodes_hugetlb_frac"), 0.9, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "requests_nh_frac"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "requests_huge_frac"), 0, "%s", r.out);
+	return r;
+}
+
+/* A counter of the exit print's lifetime group ("lifetime_NAME  N"). */
+static double lifetime_counter(const hp_run_t *r, const char *name) {
+	char key[64];
+	snprintf(key, sizeof key, "\nlifetime_%s ", name);
+	const char *p = strstr(r->err, key);
+	cr_assert_not_null(p, "no %s in:\n%s", key + 1, r->err);
+	return atof(p + strlen(key));
+}
+
+static void learn(const char *mode, const char *setting, double wrappers) {
+	char conf[200];
+	snprintf(conf, sizeof conf, "lifetime:learn,long_lived:%s,"
+	    "stats_print:true", setting);
+	hp_run_t r = wrapped(mode, conf);
+	cr_assert_eq(lifetime_counter(&r, "wrappers"), wrappers, "%s", r.err);
+	/* The index's site and the request site(s) behind them, at least. */
+	cr_assert_geq(lifetime_counter(&r, "wrapped_sites"), wrappers + 1,
+	    "%s", r.err);
+	cr_assert_eq(lifetime_counter(&r, "sites_promoted"), 1, "%s", r.err);
+	hp_run_free(&r);
+}
+
+Test(malloc_wrapper, one_wrapper_mimalloc) {
+	learn("wrapped", "mimalloc", 1);
+}
+
+Test(malloc_wrapper, one_wrapper_jemalloc) {
+	learn("wrapped", "jemalloc", 1);
+}
+
+/* xmalloc's key (three callers: xdup, and the scratch buffers'), and
+ * xdup's call behind it (two: the index's, the requests'). */
+Test(malloc_wrapper, a_wrapper_of_a_wrapper_mimalloc) {
+	learn("wrapped2", "mimalloc", 2);
+}
+
+Test(malloc_wrapper, a_wrapper_of_a_wrapper_jemalloc) {
+	learn("wrapped2", "jemalloc", 2);
+}
+
+/* Recorded, the profile holds the wrappers' strides (frames with @N);
+ * replayed with no sampling at all, the index goes to huge pages from
+ * the start and the requests stay small. */
+Test(malloc_wrapper, a_recorded_profile_replays_the_wrappers) {
+	char prof[128], conf[300];
+	snprintf(prof, sizeof prof, "/tmp/hp-wrapper.%d.prof", (int)getpid());
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
+	hp_run_t a = wrapped("wrapped2", conf);
+	hp_run_free(&a);
+	FILE *f = fopen(prof, "r");
+	cr_assert_not_null(f);
+	char line[4096];
+	unsigned strided = 0;
+	while (fgets(line, sizeof line, f))
+		strided += strchr(line, '@') != NULL;
+	fclose(f);
+	cr_assert_geq(strided, 3, "sites with their strides");
+	snprintf(conf, sizeof conf, "lifetime:replay,lifetime_profile:%s,"
+	    "stats_print:true", prof);
+	hp_run_t r = wrapped("wrapped2", conf);
+	unlink(prof);
+	cr_assert_eq(lifetime_counter(&r, "samples"), 0, "%s", r.err);
+	cr_assert_eq(lifetime_counter(&r, "wrappers"), 2, "%s", r.err);
+	cr_assert_geq(hp_kv(&r, "first_node_huge_frac"), 1, "placed from the "
+	    "first node: %s", r.out);
+	hp_run_free(&r);
+}
