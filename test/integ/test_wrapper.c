@@ -99,3 +99,40 @@ Test(malloc_wrapper, a_recorded_profile_replays_the_wrappers) {
 	    "first node: %s", r.out);
 	hp_run_free(&r);
 }
+
+/* hugepreload stat, live: each wrapper found, where it is (the lifetime
+ * program's module and an offset in xmalloc or xdup) and the sites behind
+ * it, in text, JSON and Prometheus (promcheck.py's rules). */
+Test(malloc_wrapper, stat_shows_each_wrapper) {
+	hp_run_t r = hp_script(
+	    "start env LD_PRELOAD=${B}libhugepreload.so ${B}lifetime wrapped2 "
+	    "2000000 hold; "
+	    "ready() { $HP stat $pid > $T/s 2>/dev/null && "
+	    "test \"$(grep -c '^lifetime_wrapper ' $T/s)\" -ge 2; }; "
+	    "until_ok ready; grep -E '^lifetime_wrapper ' $T/s; "
+	    "echo lifetime_wrappers=$(awk '$1 == \"lifetime_wrappers\" "
+	    "{print $2}' $T/s); "
+	    "$HP stat $pid --json | python3 -c 'import json, sys; "
+	    "w = json.load(sys.stdin)[\"lifetime\"][\"wrapper\"]; "
+	    "print(\"json_wrappers=%d\\njson_sites=%d\\njson_levels=%d\" % "
+	    "(len(w), sum(x[\"sites\"] for x in w), "
+	    "sum(x[\"level\"] for x in w)))'; "
+	    "$HP stat $pid --prometheus > $T/p; python3 ${B}promcheck.py < $T/p; "
+	    "echo prom_wrappers=$(grep -c '^hugepreload_lifetime_wrapper_sites{' "
+	    "$T/p); kill $pid; wait", "lifetime:learn");
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	/* xmalloc's key (level 0) and xdup's call behind it (level 1). */
+	const char *l0 = strstr(r.out, "sites, level 0, at /");
+	const char *l1 = strstr(r.out, "sites, level 1, at /");
+	cr_assert(l0 && l1, "%s", r.out);
+	cr_assert(strstr(l0, "/lifetime+0x") && strstr(l1, "/lifetime+0x"),
+	    "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "lifetime_wrappers"), 2, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "json_wrappers"), 2, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "json_levels"), 1, "%s", r.out);
+	cr_assert_geq(hp_kv(&r, "json_sites"), 5, "3 behind xmalloc's, 2 behind "
+	    "xdup's at least: %s", r.out);
+	cr_assert_eq(hp_kv(&r, "prom_wrappers"), 2, "%s", r.out);
+	cr_assert(strstr(r.out, "ok "), "promcheck: %s%s", r.out, r.err);
+	hp_run_free(&r);
+}
