@@ -847,16 +847,19 @@ int main(int argc, char **argv) {
 	void **nodes = calloc((size_t)n, sizeof *nodes);
 	/* Phases, all through one call of add_nodes (one call stack): the
 	 * first quarter of the index; warm-up, 2.5 s of traffic (past
-	 * lifetime_ms's default); with flip, the same site churning (4 n
+	 * lifetime_ms's default; LT_WARMUP_S); with flip, the same site churning (4 n
 	 * nodes made and freed); the rest of the index. */
 	long q = n / 4;
+	/* The warm-up's length: LT_WARMUP_S seconds, 2.5 by default. */
+	const char *ws = getenv("LT_WARMUP_S");
+	double warm = ws != NULL && atof(ws) > 0 ? atof(ws) : 2.5;
 	static volatile int phases = 3;  /* no unrolling: one call of add_nodes */
 	for (int ph = 0; ph < phases; ph++) {
 		long from = ph == 0 ? 0 : q, to = ph == 0 ? q : n;
 		bool churn = ph == 1;
 		if (ph == 1) {
 			double t0 = now();
-			while (now() - t0 < 2.5)
+			while (now() - t0 < warm)
 				requests(10000);
 			if (!flip)
 				continue;
