@@ -43,7 +43,8 @@ static char *slurp(int fd, size_t *len) {
 
 hp_proc_t hp_start(const char *const *argv, const char *const *env,
     bool preload, const char *stdin_path) {
-	int out = memfd_create("out", 0), err = memfd_create("err", 0);
+	int out = memfd_create("out", MFD_CLOEXEC),
+	    err = memfd_create("err", MFD_CLOEXEC);
 	char preload_env[PATH_MAX + 16];
 	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s",
 	    hp_path("libhugepreload.so"));
