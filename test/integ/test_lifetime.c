@@ -255,9 +255,14 @@ static hp_run_t reallocs_within(long kb, const char *conf) {
  * 256 KiB frame cache, 8 MiB in all. */
 Test(lifetime, sampling_threads_hold_no_frame_cache) {
 	const char *argv[] = {hp_path("lifetime"), "samplers", "32", NULL};
-	hp_run_t off = run_conf("lifetime:off", argv);
-	hp_run_t on = run_conf("lifetime:learn,lifetime_sample:64k,"
-	    "lifetime_ms:3600000,stats_print:true", argv);
+	const char *env0[] = {"HUGEPRELOAD_CONF=lifetime:off", NULL};
+	const char *env1[] = {"HUGEPRELOAD_CONF=lifetime:learn,"
+	    "lifetime_sample:64k,lifetime_ms:3600000,stats_print:true", NULL};
+	hp_proc_t p0 = hp_start(argv, env0, true, NULL);  /* both at once */
+	hp_proc_t p1 = hp_start(argv, env1, true, NULL);
+	hp_run_t off = hp_wait(p0), on = hp_wait(p1);
+	cr_assert_eq(off.code, 0, "exit %d\n%s%s", off.code, off.out, off.err);
+	cr_assert_eq(on.code, 0, "exit %d\n%s%s", on.code, on.out, on.err);
 	cr_assert_eq(hp_kv(&off, "data_ok"), 1);
 	cr_assert_eq(hp_kv(&on, "data_ok"), 1);
 	double samples = counter(&on, "lifetime_samples ");
