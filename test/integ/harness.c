@@ -41,10 +41,10 @@ static char *slurp(int fd, size_t *len) {
 	return s;
 }
 
-hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
-    const char *stdin_path) {
-	hp_run_t r = {0};
-	int out = memfd_create("out", 0), err = memfd_create("err", 0);
+hp_proc_t hp_start(const char *const *argv, const char *const *env,
+    bool preload, const char *stdin_path) {
+	int out = memfd_create("out", MFD_CLOEXEC),
+	    err = memfd_create("err", MFD_CLOEXEC);
 	char preload_env[PATH_MAX + 16];
 	snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s",
 	    hp_path("libhugepreload.so"));
@@ -69,12 +69,22 @@ hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
+	return (hp_proc_t){pid, out, err};
+}
+
+hp_run_t hp_wait(hp_proc_t p) {
+	hp_run_t r = {0};
 	int st = 0;
-	waitpid(pid, &st, 0);
+	waitpid(p.pid, &st, 0);
 	r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	r.out = slurp(out, &r.out_len);
-	r.err = slurp(err, &r.err_len);
+	r.out = slurp(p.out, &r.out_len);
+	r.err = slurp(p.err, &r.err_len);
 	return r;
+}
+
+hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
+    const char *stdin_path) {
+	return hp_wait(hp_start(argv, env, preload, stdin_path));
 }
 
 void hp_run_free(hp_run_t *r) {

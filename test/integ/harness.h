@@ -18,6 +18,14 @@ const char *hp_path(const char *name);
  * LD_PRELOAD is the library. Input from stdin_path if not NULL. */
 hp_run_t hp_run(const char *const *argv, const char *const *env, bool preload,
     const char *stdin_path);
+/* hp_run in two halves, for runs that do not depend on each other: the
+ * program started (its output kept as hp_run keeps it), then waited for. */
+typedef struct {
+	int pid, out, err;
+} hp_proc_t;
+hp_proc_t hp_start(const char *const *argv, const char *const *env,
+    bool preload, const char *stdin_path);
+hp_run_t hp_wait(hp_proc_t p);
 void hp_run_free(hp_run_t *r);
 /* The value of "key=value" in r->out; fails the test if absent. */
 double hp_kv(const hp_run_t *r, const char *key);

@@ -9,27 +9,35 @@
 #include "harness.h"
 
 /* A run of sidefx with stdin, stdout and stderr closed (closed: true) or
- * as the harness gives them; its report, read back. */
-static hp_run_t sidefx(const char *conf, bool preload, bool closed,
-    char *report, size_t n) {
-	char out[] = "/tmp/hp-sidefx-XXXXXX", cmd[512], env0[300];
-	int fd = mkstemp(out);
+ * as the harness gives them, started; sidefx_wait reads its report back. */
+typedef struct {
+	char out[32];
+	hp_proc_t p;
+} sidefx_t;
+
+static void sidefx_start(sidefx_t *s, const char *conf, bool preload,
+    bool closed) {
+	char cmd[512], env0[320];
+	snprintf(s->out, sizeof s->out, "/tmp/hp-sidefx-XXXXXX");
+	int fd = mkstemp(s->out);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	snprintf(cmd, sizeof cmd, "exec %s %s%s", hp_path("sidefx"), out,
+	snprintf(cmd, sizeof cmd, "exec %s %s%s", hp_path("sidefx"), s->out,
 	    closed ? " 0<&- 1>&- 2>&-" : "");
 	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
 	const char *env[] = {env0, NULL};
 	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	hp_run_t r = hp_run(argv, env, preload, NULL);
-	FILE *f = fopen(out, "r");
+	s->p = hp_start(argv, env, preload, NULL);
+}
+
+static hp_run_t sidefx_wait(sidefx_t *s, char *report, size_t n) {
+	hp_run_t r = hp_wait(s->p);
+	FILE *f = fopen(s->out, "r");
 	size_t got = f ? fread(report, 1, n - 1, f) : 0;
 	report[got] = '\0';
 	if (f)
 		fclose(f);
-	unlink(out);
-	cr_assert_eq(r.code, 0, "sidefx under '%s': exit %d\n%s", conf, r.code,
-	    r.err);
+	unlink(s->out);
 	return r;
 }
 
@@ -49,8 +57,15 @@ static const char *field(const char *report, const char *key, char *buf,
 
 static void same_as_without(const char *conf, bool closed) {
 	char base[4096], with[4096], a[1024], b[1024];
-	hp_run_t r0 = sidefx("", false, closed, base, sizeof base);
-	hp_run_t r1 = sidefx(conf, true, closed, with, sizeof with);
+	sidefx_t s0, s1;                /* without and with: at once */
+	sidefx_start(&s0, "", false, closed);
+	sidefx_start(&s1, conf, true, closed);
+	hp_run_t r0 = sidefx_wait(&s0, base, sizeof base);
+	hp_run_t r1 = sidefx_wait(&s1, with, sizeof with);
+	cr_assert_eq(r0.code, 0, "sidefx without the library: exit %d\n%s",
+	    r0.code, r0.err);
+	cr_assert_eq(r1.code, 0, "sidefx under '%s': exit %d\n%s", conf,
+	    r1.code, r1.err);
 	const char *keys[] = {"errno_at_main", "fds_before", "fds_after",
 	    "sig_before", "sig_after", "env_same", "threads_small", "badf0",
 	    "badf1", "badf2", "memalign", "usable_ok"};

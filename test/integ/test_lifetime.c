@@ -98,41 +98,69 @@ Test(lifetime, replay_places_the_first_node_across_aslr) {
 	hp_run_free(&b);
 }
 
-/* A broken profile: one line that says what is wrong; the run learns. */
-static void broken_profile(const char *mode, const char *text) {
-	char prof[128], conf[300];
-	profile_path(prof, sizeof prof, "broken");
-	FILE *f = fopen(prof, "w");
-	cr_assert(f != NULL);
-	fputs(text, f);
-	fclose(f);
-	snprintf(conf, sizeof conf, "lifetime:%s,lifetime_profile:%s", mode,
-	    prof);
-	hp_run_t r = index_run(conf);
-	unlink(prof);
-	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
-	cr_assert(strstr(r.err, "lifetime_profile") && strstr(r.err,
-	    "ignored"), "%s", r.err);
-	placed_right(&r);
-	hp_run_free(&r);
+/* Broken profiles: for each, one line that says what is wrong, and the
+ * run learns. The runs do not depend on each other and mostly wait out
+ * the index program's 2.5 s of warm-up traffic: they run at once, on THP
+ * (backing:thp), so that together they cannot empty a hugetlb pool the
+ * host keeps, whose line would be a second one. */
+typedef struct {
+	const char *mode, *text;
+} broken_t;
+
+static void broken_profiles(const broken_t *b, size_t n) {
+	char prof[8][128], env0[8][300];
+	hp_proc_t p[8];
+	hp_run_t r[8];
+	cr_assert_leq(n, 8);
+	for (size_t i = 0; i < n; i++) {
+		char tag[16];
+		snprintf(tag, sizeof tag, "broken%zu", i);
+		profile_path(prof[i], sizeof prof[i], tag);
+		FILE *f = fopen(prof[i], "w");
+		cr_assert(f != NULL);
+		fputs(b[i].text, f);
+		fclose(f);
+		snprintf(env0[i], sizeof env0[i], "HUGEPRELOAD_CONF=lifetime:%s,"
+		    "lifetime_profile:%s,backing:thp", b[i].mode, prof[i]);
+		const char *env[] = {env0[i], NULL};
+		const char *argv[] = {hp_path("lifetime"), "index", NODES, NULL};
+		p[i] = hp_start(argv, env, true, NULL);
+	}
+	for (size_t i = 0; i < n; i++) {
+		r[i] = hp_wait(p[i]);
+		unlink(prof[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(r[i].code, 0, "exit %d\n%s%s", r[i].code, r[i].out,
+		    r[i].err);
+		cr_assert_eq(hp_kv(&r[i], "data_ok"), 1);
+		cr_assert_eq(hp_err_lines(&r[i]), 1, "%s", r[i].err);
+		cr_assert(strstr(r[i].err, "lifetime_profile") && strstr(r[i].err,
+		    "ignored"), "%s", r[i].err);
+		placed_right(&r[i]);
+		hp_run_free(&r[i]);
+	}
 }
 
 #define HEAD "# hugepreload lifetime profile 1\n"
 #define LINE "promote 5 0 5 5 0 0 0 0 0 0 /bin/prog+0x1234 /bin/prog+0x99\n"
 
 Test(lifetime, malformed_profile_is_ignored) {
-	broken_profile("learn", HEAD "promote five 0 5\nend 1\n");
-	broken_profile("learn", "some other file\n" LINE "end 1\n");
-	broken_profile("replay", HEAD "keep 5 0 5 5 0 0 0 0 0 0 /p+0x1\nend 1\n");
-	broken_profile("learn", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p\n"
-	    "end 2\n");
-	broken_profile("learn", HEAD LINE "end 7\n");
+	static const broken_t b[] = {
+	    {"learn", HEAD "promote five 0 5\nend 1\n"},
+	    {"learn", "some other file\n" LINE "end 1\n"},
+	    {"replay", HEAD "keep 5 0 5 5 0 0 0 0 0 0 /p+0x1\nend 1\n"},
+	    {"learn", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p\nend 2\n"},
+	    {"learn", HEAD LINE "end 7\n"}};
+	broken_profiles(b, sizeof b / sizeof *b);
 }
 
 Test(lifetime, truncated_profile_is_ignored) {
-	broken_profile("learn", HEAD LINE);                  /* no end line */
-	broken_profile("replay", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p+0x");
-	broken_profile("learn", "");
+	static const broken_t b[] = {
+	    {"learn", HEAD LINE},                                /* no end line */
+	    {"replay", HEAD LINE "promote 5 0 5 5 0 0 0 0 0 0 /p+0x"},
+	    {"learn", ""}};
+	broken_profiles(b, sizeof b / sizeof *b);
 }
 
 Test(lifetime, profile_entries_apply_once_dlopened) {
@@ -227,9 +255,14 @@ static hp_run_t reallocs_within(long kb, const char *conf) {
  * 256 KiB frame cache, 8 MiB in all. */
 Test(lifetime, sampling_threads_hold_no_frame_cache) {
 	const char *argv[] = {hp_path("lifetime"), "samplers", "32", NULL};
-	hp_run_t off = run_conf("lifetime:off", argv);
-	hp_run_t on = run_conf("lifetime:learn,lifetime_sample:64k,"
-	    "lifetime_ms:3600000,stats_print:true", argv);
+	const char *env0[] = {"HUGEPRELOAD_CONF=lifetime:off", NULL};
+	const char *env1[] = {"HUGEPRELOAD_CONF=lifetime:learn,"
+	    "lifetime_sample:64k,lifetime_ms:3600000,stats_print:true", NULL};
+	hp_proc_t p0 = hp_start(argv, env0, true, NULL);  /* both at once */
+	hp_proc_t p1 = hp_start(argv, env1, true, NULL);
+	hp_run_t off = hp_wait(p0), on = hp_wait(p1);
+	cr_assert_eq(off.code, 0, "exit %d\n%s%s", off.code, off.out, off.err);
+	cr_assert_eq(on.code, 0, "exit %d\n%s%s", on.code, on.out, on.err);
 	cr_assert_eq(hp_kv(&off, "data_ok"), 1);
 	cr_assert_eq(hp_kv(&on, "data_ok"), 1);
 	double samples = counter(&on, "lifetime_samples ");

@@ -306,20 +306,30 @@ Test(longlived, memory_goes_back_in_whole_huge_pages) {
 }
 
 /* mimalloc's options that would split huge pages are held, one line
- * each the user set; those it needs not are left alone. */
+ * each the user set; those it needs not are left alone. The two runs go
+ * at once, on THP (backing:thp), so that together they cannot empty a
+ * hugetlb pool the host keeps, which would say so in a line. */
 Test(longlived, mimalloc_options_held) {
-	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc",
-	    "MIMALLOC_PAGE_RESET=1");
+	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
+	const char *conf = "HUGEPRELOAD_CONF=lifetime:learn,long_lived:mimalloc,"
+	    "backing:thp";
+	const char *env0[] = {conf, "MIMALLOC_PAGE_RESET=1", NULL};
+	const char *env1[] = {conf, "MIMALLOC_ALLOW_DECOMMIT=1", NULL};
+	hp_proc_t p0 = hp_start(argv, env0, true, NULL);
+	hp_proc_t p1 = hp_start(argv, env1, true, NULL);
+	hp_run_t r = hp_wait(p0), r1 = hp_wait(p1);
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1, "%s", r.out);
 	placed_right(&r);
 	cr_assert_eq(hp_err_lines(&r), 1, "%s", r.err);
 	cr_assert(strstr(r.err, "MIMALLOC_PAGE_RESET=1 ignored: the long-lived "
 	    "class keeps it at 0"), "%s", r.err);
 	hp_run_free(&r);
-	r = index_run("lifetime:learn,long_lived:mimalloc",
-	    "MIMALLOC_ALLOW_DECOMMIT=1");
-	cr_assert_eq(hp_err_lines(&r), 0, "what it would set anyway is "
-	    "not reported:\n%s", r.err);
-	hp_run_free(&r);
+	cr_assert_eq(r1.code, 0, "exit %d\n%s%s", r1.code, r1.out, r1.err);
+	cr_assert_eq(hp_kv(&r1, "data_ok"), 1, "%s", r1.out);
+	cr_assert_eq(hp_err_lines(&r1), 0, "what it would set anyway is "
+	    "not reported:\n%s", r1.err);
+	hp_run_free(&r1);
 }
 
 /* Without libmimalloc (hidden in a mount namespace) the class stays on
@@ -414,13 +424,26 @@ Test(longlived, counters_are_the_objects) {
 	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
 	hp_run_t r = run_env(rec, conf, NULL);
 	hp_run_free(&r);
-	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:mimalloc,"
-	    "lifetime_profile:%s,maintain_ms:100", prof);
+	/* The two replays go at once, on THP, so that together they cannot
+	 * empty a hugetlb pool the host keeps. */
+	char env0[400];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=lifetime:replay,"
+	    "long_lived:mimalloc,lifetime_profile:%s,maintain_ms:100,"
+	    "backing:thp", prof);
+	const char *env[] = {env0, NULL};
 	static const char *const threads[] = {"4", "80"};
+	hp_proc_t p[2];
 	for (int i = 0; i < 2; i++) {
 		const char *argv[] = {hp_path("lifetime"), "sizes", threads[i],
 		    NULL};
-		r = run_env(argv, conf, NULL);
+		p[i] = hp_start(argv, env, true, NULL);
+	}
+	hp_run_t rs[2] = {hp_wait(p[0]), hp_wait(p[1])};
+	unlink(prof);
+	for (int i = 0; i < 2; i++) {
+		r = rs[i];
+		cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+		cr_assert_eq(hp_kv(&r, "data_ok"), 1, "%s", r.out);
 		cr_assert_eq(hp_kv(&r, "in_class"), hp_kv(&r, "objects"), "%s",
 		    r.out);
 		cr_assert_eq(hp_kv(&r, "ll_fallbacks"), 0, "%s", r.out);
@@ -431,7 +454,6 @@ Test(longlived, counters_are_the_objects) {
 		    "%s threads:\n%s", threads[i], r.out);
 		hp_run_free(&r);
 	}
-	unlink(prof);
 }
 
 /* The key: both values, and a bad one reported on one line with the

@@ -9,51 +9,81 @@
 #include <string.h>
 #include "harness.h"
 
-/* Runs both programs with MALLOC_CONF=conf; overridden: whether the
- * library overrides that value. */
-static void under(const char *conf, bool overridden) {
+/* Both programs with MALLOC_CONF=conf, started; overridden: whether the
+ * library overrides that value. The runs of a test's values do not depend
+ * on each other: under() starts them, settle() waits for all and checks
+ * each. On THP (backing:thp), so that together they cannot empty a hugetlb
+ * pool the host keeps, which would say so in a line of its own. */
+typedef struct {
 	char env0[300];
-	snprintf(env0, sizeof env0, "MALLOC_CONF=%s", conf);
-	const char *env[] = {env0, NULL};
+	bool overridden;
+	hp_proc_t prog, contract;
+} under_t;
+static under_t runs[4];
+static size_t nruns;
+
+static void under(const char *conf, bool overridden) {
+	cr_assert_lt(nruns, sizeof runs / sizeof *runs);
+	under_t *u = &runs[nruns++];
+	snprintf(u->env0, sizeof u->env0, "MALLOC_CONF=%s", conf);
+	u->overridden = overridden;
+	const char *env[] = {u->env0, "HUGEPRELOAD_CONF=backing:thp", NULL};
 	const char *prog[] = {hp_path("aligned"), NULL};
-	hp_run_t r = hp_run(prog, env, true, NULL);
-	cr_assert_eq(r.code, 0, "aligned under MALLOC_CONF=%s: exit %d\n%s",
-	    conf, r.code, r.err);
-	cr_assert_eq(hp_kv(&r, "ok"), 1);
-	cr_assert_eq(hp_kv(&r, "bad"), 0, "MALLOC_CONF=%s", conf);
-	cr_assert_eq(hp_err_lines(&r), overridden, "MALLOC_CONF=%s:\n%s", conf,
-	    r.err);
-	cr_assert_null(strstr(r.err, "<jemalloc>"), "%s", r.err);
-	if (overridden) {
-		char key[64];
-		snprintf(key, sizeof key, "MALLOC_CONF %.*s", (int)strcspn(conf,
-		    ","), conf);
-		cr_assert(strstr(r.err, key) && strstr(r.err, "overridden"),
-		    "no line names %s:\n%s", conf, r.err);
-	}
-	hp_run_free(&r);
+	u->prog = hp_start(prog, env, true, NULL);
 	const char *contract[] = {hp_path("test_contract"), "--jobs", "1",
 	    "--verbose=0", NULL};
-	r = hp_run(contract, env, false, NULL);
-	cr_assert_eq(r.code, 0, "the contract tests under MALLOC_CONF=%s: exit "
-	    "%d\n%s%s", conf, r.code, r.out, r.err);
-	hp_run_free(&r);
+	u->contract = hp_start(contract, env, false, NULL);
+}
+
+static void settle(void) {
+	hp_run_t r[sizeof runs / sizeof *runs][2];
+	for (size_t i = 0; i < nruns; i++) {
+		r[i][0] = hp_wait(runs[i].prog);
+		r[i][1] = hp_wait(runs[i].contract);
+	}
+	for (size_t i = 0; i < nruns; i++) {
+		const char *conf = runs[i].env0 + strlen("MALLOC_CONF=");
+		bool overridden = runs[i].overridden;
+		hp_run_t *p = &r[i][0], *c = &r[i][1];
+		cr_assert_eq(p->code, 0, "aligned under MALLOC_CONF=%s: exit "
+		    "%d\n%s", conf, p->code, p->err);
+		cr_assert_eq(hp_kv(p, "ok"), 1);
+		cr_assert_eq(hp_kv(p, "bad"), 0, "MALLOC_CONF=%s", conf);
+		cr_assert_eq(hp_err_lines(p), overridden, "MALLOC_CONF=%s:\n%s",
+		    conf, p->err);
+		cr_assert_null(strstr(p->err, "<jemalloc>"), "%s", p->err);
+		if (overridden) {
+			char key[64];
+			snprintf(key, sizeof key, "MALLOC_CONF %.*s",
+			    (int)strcspn(conf, ","), conf);
+			cr_assert(strstr(p->err, key) && strstr(p->err,
+			    "overridden"), "no line names %s:\n%s", conf, p->err);
+		}
+		cr_assert_eq(c->code, 0, "the contract tests under MALLOC_CONF=%s: "
+		    "exit %d\n%s%s", conf, c->code, c->out, c->err);
+		hp_run_free(p);
+		hp_run_free(c);
+	}
+	nruns = 0;
 }
 
 Test(malloc_conf, retain) {
 	under("retain:false", false);
 	under("retain:true", false);
+	settle();
 }
 
 Test(malloc_conf, dss) {
 	under("dss:primary", false);
 	under("dss:secondary", false);
 	under("dss:disabled", false);
+	settle();
 }
 
 Test(malloc_conf, narenas) {
 	under("narenas:1", false);
 	under("narenas:64", false);
+	settle();
 }
 
 /* The bytes of place_large's block (keys prefixed k) on huge pages, as
@@ -120,70 +150,82 @@ Test(malloc_conf, percpu_arena) {
 	under("percpu_arena:percpu", false);
 	under("percpu_arena:phycpu", false);
 	under("percpu_arena:disabled", false);
+	settle();
 }
 
 Test(malloc_conf, thp) {
 	under("thp:always", true);
 	under("thp:default", true);
 	under("thp:never", false);
+	settle();
 }
 
 Test(malloc_conf, metadata_thp) {
 	under("metadata_thp:always", false);
 	under("metadata_thp:auto", false);
 	under("metadata_thp:disabled", false);
+	settle();
 }
 
 Test(malloc_conf, dirty_decay_ms) {
 	under("dirty_decay_ms:0", true);
 	under("dirty_decay_ms:-1", true);
 	under("dirty_decay_ms:5000", false);
+	settle();
 }
 
 Test(malloc_conf, muzzy_decay_ms) {
 	under("muzzy_decay_ms:0", false);
 	under("muzzy_decay_ms:-1", false);
 	under("muzzy_decay_ms:10000", false);
+	settle();
 }
 
 Test(malloc_conf, oversize_threshold) {
 	under("oversize_threshold:0", false);
 	under("oversize_threshold:16384", false);
 	under("oversize_threshold:1073741824", false);
+	settle();
 }
 
 Test(malloc_conf, background_thread) {
 	under("background_thread:true", false);
 	under("background_thread:false", false);
 	under("background_thread:true,max_background_threads:1", false);
+	settle();
 }
 
 Test(malloc_conf, lg_extent_max_active_fit) {
 	under("lg_extent_max_active_fit:0", false);
 	under("lg_extent_max_active_fit:63", false);
+	settle();
 }
 
 Test(malloc_conf, hpa) {
 	under("hpa:true", true);
 	under("hpa:false", false);
+	settle();
 }
 
 Test(malloc_conf, zero_realloc) {
 	under("zero_realloc:alloc", true);
 	under("zero_realloc:abort", true);
 	under("zero_realloc:free", false);
+	settle();
 }
 
 Test(malloc_conf, tcache) {
 	under("tcache:false", false);
 	under("tcache_max:1024", false);
 	under("tcache_max:8388608", false);
+	settle();
 }
 
 Test(malloc_conf, junk_zero_slab_sizes) {
 	under("junk:true", false);
 	under("zero:true", false);
 	under("slab_sizes:1-4096:2", false);
+	settle();
 }
 
 /* Several at once: one line per overridden option, the rest apply. */

@@ -80,12 +80,15 @@ Test(purge, decay_ms_zero_purges_on_free) {
 
 /* jemalloc's extent descriptors (one per 4 KiB slab at the peak, 16 MiB
  * here) go back with the slabs they described: only those of the slabs
- * still in use stay. jemalloc's own cache would keep all 16 MiB. */
+ * still in use stay. jemalloc's own cache would keep all 16 MiB. The
+ * program reports once RSS and the descriptors are down to the bounds
+ * below, or after 60 s. */
 Test(purge, small_class_descriptors_go_back) {
 	/* lifetime:off: the survivors' site is long-lived, and learned it
 	 * would go to the huge class; this is the small class's test. */
 	const char *env[] = {"HUGEPRELOAD_CONF=decay_ms:1000,lifetime:off", NULL};
-	const char *argv[] = {hp_path("strand"), "small", "512", "5", NULL};
+	const char *argv[] = {hp_path("strand"), "small", "512", "60", "8192",
+	    "2048", NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
 	cr_assert_eq(r.code, 0, "%s", r.err);
 	cr_assert_eq(hp_kv(&r, "intact"), 1);

@@ -5,12 +5,13 @@
 #include <string.h>
 #include "harness.h"
 
-/* Runs sh -c SCRIPT both ways; stdout must match byte for byte. */
+/* Runs sh -c SCRIPT both ways, at once; stdout must match byte for byte. */
 static void same_output(const char *script) {
 	const char *argv[] = {"/bin/sh", "-c", script, NULL};
 	const char *env[] = {"HUGEPRELOAD_CONF=verbose:true", NULL};
-	hp_run_t a = hp_run(argv, NULL, false, NULL);
-	hp_run_t b = hp_run(argv, env, true, NULL);
+	hp_proc_t pa = hp_start(argv, NULL, false, NULL);
+	hp_proc_t pb = hp_start(argv, env, true, NULL);
+	hp_run_t a = hp_wait(pa), b = hp_wait(pb);
 	cr_assert_eq(a.code, 0, "without: %s", a.err);
 	cr_assert_eq(b.code, 0, "with: %s", b.err);
 	cr_assert_gt(a.out_len, 0);

@@ -8,11 +8,13 @@
  * strand_limit has split it, and what of it is still in a transparent
  * huge page (/proc/kpageflags: a page only unmapped in part stays whole).
  * Mode "small": the same in the small class, with 64 B objects; prints
- * RSS after WAIT s and jemalloc's extent descriptors (edata.c), whose peak
- * was one per 4 KiB slab.
+ * RSS and jemalloc's extent descriptors (edata.c), whose peak was one per
+ * 4 KiB slab, after WAIT s, or as soon as RSS is within EXCESS_KIB of what
+ * it was at the start plus what is live and the descriptors' resident
+ * bytes are DESC_KIB or less (polled every 0.1 s, with no allocator call).
  * usage: strand strand|limit MiB PIECE_KIB WAIT [WANT_MIB]
  *        strand tail PIECE_KIB WAIT
- *        strand small MiB WAIT */
+ *        strand small MiB WAIT [EXCESS_KIB DESC_KIB] */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +59,7 @@ static int tail(size_t piece, double wait) {
 	return 0;
 }
 
-static int small(size_t total, double wait) {
+static int small(size_t total, double wait, long excess_kb, long desc_kb) {
 	long rss_start = probe_rss_kb();
 	size_t n = total / 64, kept = 0;
 	char **p = malloc(n * sizeof *p);
@@ -77,27 +79,38 @@ static int small(size_t total, double wait) {
 			free(p[i]);
 	}
 	/* From here on no allocator call. */
-	struct timespec t = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-	nanosleep(&t, NULL);
+	size_t live_kb = (kept * 64 + n * sizeof *p) >> 10;
+	hp_stats_t st;
+	memset(&st, 0, sizeof st);
+	long rss = probe_rss_kb();
+	double t0 = now();
+	struct timespec tick = {0, 100 * 1000 * 1000};
+	while (now() - t0 < wait && (excess_kb < 0 || !read_stats(&st) ||
+	    rss - rss_start - (long)live_kb > excess_kb ||
+	    st.descriptors.resident_bytes > (unsigned long long)desc_kb << 10)) {
+		nanosleep(&tick, NULL);
+		rss = probe_rss_kb();
+	}
 	int intact = 1;
 	for (size_t i = 0; i < kept; i++)
 		intact &= p[i][0] == 1 && p[i][63] == 1;
-	hp_stats_t st;
 	memset(&st, 0, sizeof st);
 	read_stats(&st);
 	printf("kept=%zu\nlive_kb=%zu\nrss_start_kb=%ld\nrss_peak_kb=%ld\n"
 	    "rss_end_kb=%ld\nintact=%d\ndescriptors_live=%llu\n"
-	    "descriptors_resident_bytes=%llu\ndescriptors_released_bytes=%llu\n",
-	    kept, (kept * 64 + n * sizeof *p) >> 10, rss_start, rss_peak,
+	    "descriptors_resident_bytes=%llu\ndescriptors_released_bytes=%llu\n"
+	    "seconds=%.2f\n",
+	    kept, live_kb, rss_start, rss_peak,
 	    probe_rss_kb(), intact, (unsigned long long)st.descriptors.live,
 	    (unsigned long long)st.descriptors.resident_bytes,
-	    (unsigned long long)st.descriptors.released_bytes);
+	    (unsigned long long)st.descriptors.released_bytes, now() - t0);
 	return 0;
 }
 
 int main(int argc, char **argv) {
 	if (strcmp(argv[1], "small") == 0)
-		return small((size_t)atol(argv[2]) << 20, atof(argv[3]));
+		return small((size_t)atol(argv[2]) << 20, atof(argv[3]),
+		    argc > 5 ? atol(argv[4]) : -1, argc > 5 ? atol(argv[5]) : -1);
 	if (strcmp(argv[1], "tail") == 0)
 		return tail((size_t)atol(argv[2]) << 10, atof(argv[3]));
 	int limit_mode = strcmp(argv[1], "limit") == 0;
