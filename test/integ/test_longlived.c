@@ -311,8 +311,10 @@ Test(longlived, memory_goes_back_in_whole_huge_pages) {
  * hugetlb pool the host keeps, which would say so in a line. */
 Test(longlived, mimalloc_options_held) {
 	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
+	/* No catch-up (maintain_ms an hour), as in test_lifetime.c's
+	 * broken_profiles: the two programs at once. */
 	const char *conf = "HUGEPRELOAD_CONF=lifetime:learn,long_lived:mimalloc,"
-	    "backing:thp";
+	    "backing:thp,maintain_ms:3600000";
 	const char *env0[] = {conf, "MIMALLOC_PAGE_RESET=1", NULL};
 	const char *env1[] = {conf, "MIMALLOC_ALLOW_DECOMMIT=1", NULL};
 	hp_proc_t p0 = hp_start(argv, env0, true, NULL);
