@@ -106,17 +106,23 @@ static void *realloc_slow(void *p, size_t size) {
 
 /* A promoted site's small object: the long-lived class, else the huge
  * class's small sizes; NULL if neither can take it. */
-static void *place_promoted(size_t size, bool zero) {
+static inline __attribute__((always_inline)) void *place_promoted(
+    size_t size, bool zero) {
 	void *p = NULL;
 	hp_assert(!hp_sample_busy);
-	/* The first call makes the arena and its threads, whose own
-	 * allocations must not come back here. */
-	hp_sample_busy = true;
+	/* A class's first call makes its arena and threads, whose own
+	 * allocations must not come back here; the long-lived class's common
+	 * path makes nothing, so it goes first, not marked busy. */
 	if (hp_ll_size != 0)
-		p = hp_ll_alloc(size, zero);
-	if (p == NULL)
-		p = hp_huge_small(size, zero);
-	hp_sample_busy = false;
+		p = hp_ll_alloc_fast(size, zero);
+	if (p == NULL) {
+		hp_sample_busy = true;
+		if (hp_ll_size != 0)
+			p = hp_ll_alloc(size, zero);
+		if (p == NULL)
+			p = hp_huge_small(size, zero);
+		hp_sample_busy = false;
+	}
 	if (p != NULL) {
 		/* On huge pages: the long-lived class's, or the huge class's. */
 		hp_assert(hp_ll_contains(p) || hp_region_contains(p));
@@ -150,16 +156,70 @@ static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
 	return small_alloc(size, 0, zero);
 }
 
-/* malloc's and calloc's slow path: the caller's slot ran out of credit
- * (api/entry.c), ra being where the call's return address is kept. errno
- * as it was, unless the allocation fails: start-up, unwinding and the
- * huge class make system calls that may set it. Out of line: the entry
- * points' fast paths keep no frame. */
-__attribute__((noinline)) void *hp_route_slot(size_t size,
+/* A promoted site's object, or the small class's when neither class on
+ * huge pages can take it. */
+static __attribute__((noinline)) void *placed_slow(size_t size, bool zero) {
+	int saved = errno;
+	void *p = place_promoted(size, zero);
+	if (p == NULL)
+		p = small_alloc(size, 0, zero);
+	if (p != NULL)
+		errno = saved;
+	return p;
+}
+
+/* The same, its common case first, with the fewest registers kept: the
+ * long-lived class's heap, or the huge class's small sizes; what that
+ * could not take, placed_slow's (which tries again, then falls back). */
+static __attribute__((noinline)) void *placed_alloc(size_t size, bool zero) {
+	hp_assert(!hp_sample_busy);
+	int *e = &errno, saved = *e;
+	void *p;
+	if (hp_ll_size != 0)
+		p = hp_ll_alloc_fast(size, zero);
+	else {
+		hp_sample_busy = true;        /* see place_promoted */
+		p = hp_huge_small(size, zero);
+		hp_sample_busy = false;
+	}
+	if (hp_unlikely(p == NULL))
+		return placed_slow(size, zero);
+	hp_shard_t *s = hp_shard();
+	hp_tally(s, HP_TALLY_PLACED_BYTES, size);
+	hp_tally(s, HP_TALLY_PLACED, 1);
+	*e = saved;
+	return p;
+}
+
+static __attribute__((noinline)) void *slot_slow(size_t size,
     const uintptr_t *ra, bool zero) {
 	int saved = errno;
 	void *p = slot_alloc(size, ra, zero);
 	if (p != NULL)
 		errno = saved;
 	return p;
+}
+
+/* malloc's and calloc's slow path: the caller's slot ran out of credit
+ * (api/entry.c), ra being where the call's return address is kept. errno
+ * as it was, unless the allocation fails: start-up, unwinding and the
+ * huge class make system calls that may set it. Out of line: the entry
+ * points' fast paths keep no frame.
+ *
+ * A pinned slot (a promoted key falls in it) sends every call here. Its
+ * common case, a small request, no sample due, takes the key's decision
+ * and goes on with no frame of its own: to jemalloc's own malloc, or to
+ * the promoted site's class. The rest is slot_slow's, as before. */
+__attribute__((noinline)) void *hp_route_slot(size_t size,
+    const uintptr_t *ra, bool zero) {
+	uintptr_t ret = *ra;
+	unsigned i = (uint8_t)ret;
+	if (hp_likely(size < __atomic_load_n(&hp_threshold, __ATOMIC_ACQUIRE) &&
+	    hp_slot_pinned(i) && !hp_sample_busy) && hp_sample_skip(size)) {
+		hp_slot_settle(i, size);
+		if (hp_key_placed(ret, (const char *)ra))
+			return placed_alloc(size, zero);
+		return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+	}
+	return slot_slow(size, ra, zero);
 }

@@ -23,6 +23,10 @@ extern uint64_t hp_slot_wrapper[HP_SLOTS];
 void hp_slot_wrap(uintptr_t ret, int32_t stride, bool on);
 uint64_t hp_slot_refill(unsigned slot, size_t size, bool *pinned);
 void hp_slot_undo(unsigned slot, size_t size);
+/* The pinned slot's path (core/route.c): a slot pinned and not credited
+ * by this thread, whose credit then goes back to 0. */
+bool hp_slot_pinned(unsigned slot);
+void hp_slot_settle(unsigned slot, size_t size);
 /* The fast path's step, in the exported entry points themselves (entry.c,
  * cxx.c), so that the return address is their caller's. */
 #if defined(__x86_64__)
@@ -161,6 +165,9 @@ bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
  * sampling count; when it runs out, the allocation is sampled into the
  * zone and returned; NULL otherwise (the caller places it). */
 void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used);
+/* size bytes of a pinned slot, which hp_sample_take would count: counted
+ * and true, unless they make a sample due (false, nothing counted). */
+bool hp_sample_skip(size_t size);
 /* This thread is inside the sampler, or placing a promoted object: its
  * nested allocations are neither sampled nor placed. */
 extern HP_TLS bool hp_sample_busy;

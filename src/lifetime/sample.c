@@ -372,6 +372,16 @@ void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
 	return NULL;
 }
 
+bool hp_sample_skip(size_t size) {
+	if (mean_interval <= 0)
+		return true;
+	int64_t b = budget - (int64_t)size;
+	if (b < 0)
+		return false;
+	budget = b;
+	return true;
+}
+
 /* Ends a sampled object's record: its lifetime decides. */
 static void end_sample(uintptr_t p) {
 	hp_site_lock();

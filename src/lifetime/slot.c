@@ -91,6 +91,24 @@ uint64_t hp_slot_refill(unsigned i, size_t size, bool *pinned) {
 	return used;
 }
 
+/* Whether slot i is pinned and this thread holds no credit in it: then
+ * the fast path took size from a credit of 0, every call of the slot
+ * comes back, and a call's used bytes are its own (hp_slot_refill's
+ * answer, without its work). */
+bool hp_slot_pinned(unsigned i) {
+	hp_assert(i < HP_SLOTS);
+	return (credited[i / 64] & (uint64_t)1 << (i % 64)) == 0 &&
+	    __atomic_load_n(&slot_keys[i], __ATOMIC_RELAXED) != 0;
+}
+
+/* After hp_slot_pinned: the credit is 0 again, as hp_slot_refill sets
+ * it for a pinned slot. */
+void hp_slot_settle(unsigned i, size_t size) {
+	hp_assert(i < HP_SLOTS && hp_slots[i] + size == 0);
+	(void)size;
+	hp_slots[i] = 0;
+}
+
 /* The request goes elsewhere (start-up, the huge class): the slot gets
  * back what the fast path took, and its credit stands as it was. */
 void hp_slot_undo(unsigned i, size_t size) {

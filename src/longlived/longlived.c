@@ -427,6 +427,19 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 	return counted(p, size);
 }
 
+void *hp_ll_alloc_fast(size_t size, bool zero) {
+	mi_heap_t *h = first;
+	if (hp_unlikely(h == NULL))
+		return NULL;
+	if (hp_unlikely(pool_skip != 0)) {
+		if (pool_skip == 1)      /* hp_ll_alloc tries the pool again */
+			return NULL;
+		pool_skip--;
+	}
+	void *p = heap_alloc(h, size, zero);
+	return hp_likely(p != NULL) ? counted(p, size) : NULL;
+}
+
 void *hp_ll_alloc(size_t size, bool zero) {
 	hp_assert(hp_ll_size != 0);
 	mi_heap_t *h = first;

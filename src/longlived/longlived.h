@@ -18,6 +18,10 @@ static inline bool hp_ll_contains(const void *p) {
 bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size);
 /* A promoted small object, or NULL: jemalloc's path (hp_huge_small). */
 void *hp_ll_alloc(size_t size, bool zero);
+/* Its common path alone, which allocates nothing else and makes no
+ * system call of ours: this thread's first heap; NULL when that heap is
+ * not made, skipped or full (then hp_ll_alloc). */
+void *hp_ll_alloc_fast(size_t size, bool zero);
 void hp_ll_free(void *p);
 size_t hp_ll_usable(const void *p);
 /* p resized within the class, or NULL with p untouched. */

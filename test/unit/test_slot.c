@@ -165,6 +165,36 @@ Test(slot, pinned_slot_gets_no_credit) {
 	cr_assert_eq(hp_slots[0x34], (1 << 20) - 1);
 }
 
+/* The pinned slot's path (core/route.c) takes a call only where the
+ * refill would count the call alone: pinned, and no credit of this
+ * thread's left in the slot; settling leaves the slot as the refill
+ * would. */
+Test(slot, pinned_path_only_for_uncredited_pinned_slots) {
+	hp_slot_init(1 << 20, 0);
+	bool pinned;
+	const uintptr_t key = 0x7f0000405678;
+	take(0x78, 8);
+	hp_slot_refill(0x78, 8, &pinned);                /* credited */
+	cr_assert_not(hp_slot_pinned(0x78), "not pinned");
+	hp_slot_pin(key, true);
+	cr_assert_not(hp_slot_pinned(0x78), "pinned, but credited still");
+	cr_assert(take(0x78, 1 << 20));
+	cr_assert_eq(hp_slot_refill(0x78, 1 << 20, &pinned), 1 << 20);
+	cr_assert(pinned);
+	for (int n = 0; n < 3; n++) {
+		cr_assert(take(0x78, 40));
+		cr_assert(hp_slot_pinned(0x78));
+		hp_slot_settle(0x78, 40);
+		cr_assert_eq(hp_slots[0x78], 0);
+	}
+	cr_assert_not(hp_slot_pinned(0x79), "another slot");
+	hp_slot_pin(key, false);
+	cr_assert_not(hp_slot_pinned(0x78), "no key left");
+	take(0x78, 8);
+	cr_assert_eq(hp_slot_refill(0x78, 8, &pinned), 8);
+	cr_assert_not(pinned);
+}
+
 /* Credits are per thread: a new thread starts with none, and its refill
  * counts only its own calls. */
 static void *other_thread(void *arg) {
