@@ -353,7 +353,13 @@ $(BUILD)/hashmap: bench/hashmap.cpp $(BUILD)/probe.o
 	$(CXX) -std=c++17 -O3 -msse4.2 -DNDEBUG -Itest/progs -o $@ $< \
 		$(BUILD)/probe.o $$(pkg-config --cflags --libs absl_flat_hash_map absl_hash)
 
-BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap $(BUILD)/mfloop
+# Server-shaped workloads (W10-W15): sized delete spelled out, as cxxnew.
+$(BUILD)/servers: bench/servers.cpp $(BUILD)/probe.o
+	$(CXX) -std=c++17 -O2 -fsized-deallocation -Wall -Itest/progs -o $@ $< \
+		$(BUILD)/probe.o -lpthread
+
+BENCH_BINS := $(BUILD)/chase $(BUILD)/workloads $(BUILD)/hashmap $(BUILD)/mfloop \
+	$(BUILD)/servers
 bench:
 	scripts/setup-deps demo numpy
 	$(MAKE) all $(BENCH_BINS)

@@ -177,6 +177,23 @@ WORKLOADS = {
     # page, 100 passes), timed without perf.
     "W8": ([PY, STRIDE, "plain", "1024", "100"], "ns_per_access",
            "ns/access", 0, [PY, STRIDE, "plain", "256", "100"]),
+    # Server shapes (bench/servers.cpp, issue 33): larson-style random
+    # replacement with arrays handed between threads, its sized-delete
+    # variant, producer/consumer frees on other threads, short-lived
+    # threads, a growing heap with leaks, and a small single-thread loop
+    # (a program of a few MB: its peak is the figure to watch).
+    "W10": (["servers", "larson", "2", "3", "0"], "ns_per_op", "ns/op", 0,
+            ["servers", "larson", "2", "1", "0"]),
+    "W10s": (["servers", "larson", "2", "3", "1"], "ns_per_op", "ns/op", 0,
+             ["servers", "larson", "2", "1", "1"]),
+    "W11": (["servers", "prodcons", "1", "3"], "ns_per_op", "ns/message", 0,
+            ["servers", "prodcons", "1", "1"]),
+    "W12": (["servers", "threads", "10000"], "time_s", "s", 0,
+            ["servers", "threads", "3000"]),
+    "W13": (["servers", "leak", "4000000"], "time_s", "s", 0,
+            ["servers", "leak", "1000000"]),
+    "W14": (["servers", "small", "100000000"], "ns_per_op", "ns/op", 0,
+            ["servers", "small", "20000000"]),
 }
 
 # The control of a workload whose memory no malloc setting reaches: the
