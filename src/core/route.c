@@ -105,24 +105,21 @@ static void *realloc_slow(void *p, size_t size) {
 /* ---- the slot's slow path ------------------------------------------- */
 
 /* A promoted site's small object: the long-lived class, else the huge
- * class's small sizes; NULL if neither can take it. */
-static inline __attribute__((always_inline)) void *place_promoted(
-    size_t size, bool zero) {
+ * class's small sizes; NULL if neither can take it. tried: placed_ll or
+ * placed_huge has asked the class's common path (the long-lived class's
+ * first heap, or the huge class when there is no long-lived class) and it
+ * could not take the object: it is not asked again. Marked busy: a class's first
+ * call makes its arena and threads, whose own allocations must not come
+ * back here. */
+static void *place_promoted(size_t size, bool zero, bool tried) {
 	void *p = NULL;
 	hp_assert(!hp_sample_busy);
-	/* A class's first call makes its arena and threads, whose own
-	 * allocations must not come back here; the long-lived class's common
-	 * path makes nothing, so it goes first, not marked busy. */
+	hp_sample_busy = true;
 	if (hp_ll_size != 0)
-		p = hp_ll_alloc_fast(size, zero);
-	if (p == NULL) {
-		hp_sample_busy = true;
-		if (hp_ll_size != 0)
-			p = hp_ll_alloc(size, zero);
-		if (p == NULL)
-			p = hp_huge_small(size, zero);
-		hp_sample_busy = false;
-	}
+		p = hp_ll_alloc_rest(size, zero, tried);
+	if (p == NULL && (hp_ll_size != 0 || !tried))
+		p = hp_huge_small(size, zero);
+	hp_sample_busy = false;
 	if (p != NULL) {
 		/* On huge pages: the long-lived class's, or the huge class's. */
 		hp_assert(hp_ll_contains(p) || hp_region_contains(p));
@@ -151,16 +148,17 @@ static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
 	if (p != NULL)
 		return p;
 	if (pinned && !hp_sample_busy && hp_key_placed(ret, (const char *)ra) &&
-	    (p = place_promoted(size, zero)) != NULL)
+	    (p = place_promoted(size, zero, false)) != NULL)
 		return p;
 	return small_alloc(size, 0, zero);
 }
 
 /* A promoted site's object, or the small class's when neither class on
- * huge pages can take it. */
-static __attribute__((noinline)) void *placed_slow(size_t size, bool zero) {
+ * huge pages can take it (tried: as place_promoted's). */
+static __attribute__((noinline)) void *placed_slow(size_t size, bool zero,
+    bool tried) {
 	int saved = errno;
-	void *p = place_promoted(size, zero);
+	void *p = place_promoted(size, zero, tried);
 	if (p == NULL)
 		p = small_alloc(size, 0, zero);
 	if (p != NULL)
@@ -168,27 +166,37 @@ static __attribute__((noinline)) void *placed_slow(size_t size, bool zero) {
 	return p;
 }
 
-/* The same, its common case first, with the fewest registers kept: the
- * long-lived class's heap, or the huge class's small sizes; what that
- * could not take, placed_slow's (which tries again, then falls back). */
-static __attribute__((noinline)) void *placed_alloc(size_t size, bool zero) {
-	hp_assert(!hp_sample_busy);
-	int *e = &errno, saved = *e;
-	void *p;
-	if (hp_ll_size != 0)
-		p = hp_ll_alloc_fast(size, zero);
-	else {
-		hp_sample_busy = true;        /* see place_promoted */
-		p = hp_huge_small(size, zero);
-		hp_sample_busy = false;
-	}
-	if (hp_unlikely(p == NULL))
-		return placed_slow(size, zero);
+/* The same, its common case first, each class's in a function of its
+ * own so that each keeps the fewest registers: the long-lived class's
+ * first heap, or the huge class's small sizes; what that could not take,
+ * placed_slow's, with errno as this call found it (a full mimalloc heap
+ * sets ENOMEM). */
+static inline void *placed_done(void *p, size_t size) {
 	hp_shard_t *s = hp_shard();
 	hp_tally(s, HP_TALLY_PLACED_BYTES, size);
 	hp_tally(s, HP_TALLY_PLACED, 1);
-	*e = saved;
 	return p;
+}
+
+static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
+	hp_assert(!hp_sample_busy && hp_ll_size != 0);
+	int *e = &errno, saved = *e;
+	bool tried;
+	void *p = hp_ll_alloc_fast(size, zero, &tried);
+	*e = saved;
+	return hp_likely(p != NULL) ? placed_done(p, size) :
+	    placed_slow(size, zero, tried);
+}
+
+static __attribute__((noinline)) void *placed_huge(size_t size, bool zero) {
+	hp_assert(!hp_sample_busy && hp_ll_size == 0);
+	int *e = &errno, saved = *e;
+	hp_sample_busy = true;        /* see place_promoted */
+	void *p = hp_huge_small(size, zero);
+	hp_sample_busy = false;
+	*e = saved;
+	return hp_likely(p != NULL) ? placed_done(p, size) :
+	    placed_slow(size, zero, true);
 }
 
 static __attribute__((noinline)) void *slot_slow(size_t size,
@@ -216,9 +224,10 @@ __attribute__((noinline)) void *hp_route_slot(size_t size,
 	unsigned i = (uint8_t)ret;
 	if (hp_likely(size < __atomic_load_n(&hp_threshold, __ATOMIC_ACQUIRE) &&
 	    hp_slot_pinned(i) && !hp_sample_busy) && hp_sample_skip(size)) {
-		hp_slot_settle(i, size);
+		hp_slot_settle(i);
 		if (hp_key_placed(ret, (const char *)ra))
-			return placed_alloc(size, zero);
+			return hp_ll_size != 0 ? placed_ll(size, zero) :
+			    placed_huge(size, zero);
 		return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
 	}
 	return slot_slow(size, ra, zero);

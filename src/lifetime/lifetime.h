@@ -26,7 +26,7 @@ void hp_slot_undo(unsigned slot, size_t size);
 /* The pinned slot's path (core/route.c): a slot pinned and not credited
  * by this thread, whose credit then goes back to 0. */
 bool hp_slot_pinned(unsigned slot);
-void hp_slot_settle(unsigned slot, size_t size);
+void hp_slot_settle(unsigned slot);
 /* The fast path's step, in the exported entry points themselves (entry.c,
  * cxx.c), so that the return address is their caller's. */
 #if defined(__x86_64__)

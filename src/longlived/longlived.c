@@ -427,8 +427,9 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 	return counted(p, size);
 }
 
-void *hp_ll_alloc_fast(size_t size, bool zero) {
+void *hp_ll_alloc_fast(size_t size, bool zero, bool *tried) {
 	mi_heap_t *h = first;
+	*tried = false;
 	if (hp_unlikely(h == NULL))
 		return NULL;
 	if (hp_unlikely(pool_skip != 0)) {
@@ -437,7 +438,14 @@ void *hp_ll_alloc_fast(size_t size, bool zero) {
 		pool_skip--;
 	}
 	void *p = heap_alloc(h, size, zero);
-	return hp_likely(p != NULL) ? counted(p, size) : NULL;
+	if (hp_likely(p != NULL))
+		return counted(p, size);
+	*tried = true;                   /* the first heap is full */
+	return NULL;
+}
+
+void *hp_ll_alloc_rest(size_t size, bool zero, bool tried) {
+	return tried ? alloc_slow(size, zero, true) : hp_ll_alloc(size, zero);
 }
 
 void *hp_ll_alloc(size_t size, bool zero) {

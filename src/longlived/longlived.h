@@ -20,8 +20,10 @@ bool hp_ll_init(const hp_conf_t *c, uintptr_t base, size_t size);
 void *hp_ll_alloc(size_t size, bool zero);
 /* Its common path alone, which allocates nothing else and makes no
  * system call of ours: this thread's first heap; NULL when that heap is
- * not made, skipped or full (then hp_ll_alloc). */
-void *hp_ll_alloc_fast(size_t size, bool zero);
+ * not made, skipped or full (*tried: it was asked, and was full). Then
+ * hp_ll_alloc_rest, which does not ask that heap again. */
+void *hp_ll_alloc_fast(size_t size, bool zero, bool *tried);
+void *hp_ll_alloc_rest(size_t size, bool zero, bool tried);
 void hp_ll_free(void *p);
 size_t hp_ll_usable(const void *p);
 /* p resized within the class, or NULL with p untouched. */

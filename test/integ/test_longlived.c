@@ -246,6 +246,9 @@ Test(longlived, pool_pages_first, .fini = restore) {
 	cr_assert_eq(ll_counter(&r, "hugetlb_2m_bytes "), mib << 20);
 	cr_assert_geq(ll_counter(&r, "fallbacks_pool_empty "), 1, "the pool "
 	    "arena filled, then THP:\n%s", r.err);
+	/* Its full heap set ENOMEM; the mallocs that then succeeded did not
+	 * pass it on. */
+	cr_assert_eq(hp_kv(&r, "errno_changed"), 0, "%s", r.out);
 	cr_assert_gt(ll_counter(&r, "thp_bytes "), 0);
 	hp_run_free(&r);
 }

@@ -48,6 +48,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,10 +139,17 @@ __attribute__((noinline)) static void requests(int n) {
 
 /* The index grows from one call site only, whichever phase calls; with
  * churn, each node is freed at once (the same site turned churny). */
+/* Index allocations that succeeded and changed errno (no errno value is
+ * 4242): a successful malloc leaves errno alone. */
+static long errno_changed;
+
 __attribute__((noipa)) static void add_nodes(void **nodes, long from,
     long to, bool flip, bool churn) {
 	for (long i = from; i < to; i++) {
+		errno = 4242;
 		void *p = flip ? flip_site() : node_fn();
+		if (p != NULL && errno != 4242)
+			errno_changed++;
 		memset(p, 1, 48);
 		if (churn)
 			free(p);
@@ -878,8 +886,8 @@ int main(int argc, char **argv) {
 	long bad = 0;
 	for (long i = 0; i < n; i++)
 		bad += ((unsigned char *)nodes[i])[47] != 1;
-	printf("data_ok=%d\ncode_at=%lu\n", bad == 0,
-	    (unsigned long)(uintptr_t)&index_node);
+	printf("data_ok=%d\ncode_at=%lu\nerrno_changed=%ld\n", bad == 0,
+	    (unsigned long)(uintptr_t)&index_node, errno_changed);
 	printf("allocated=%zu\n", heap_stat("stats.allocated"));
 	/* A huge-class request after the promotion, once the long-lived
 	 * class is in use: still the huge class's. */

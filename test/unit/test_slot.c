@@ -184,7 +184,7 @@ Test(slot, pinned_path_only_for_uncredited_pinned_slots) {
 	for (int n = 0; n < 3; n++) {
 		cr_assert(take(0x78, 40));
 		cr_assert(hp_slot_pinned(0x78));
-		hp_slot_settle(0x78, 40);
+		hp_slot_settle(0x78);
 		cr_assert_eq(hp_slots[0x78], 0);
 	}
 	cr_assert_not(hp_slot_pinned(0x79), "another slot");
