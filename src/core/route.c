@@ -104,13 +104,23 @@ static void *realloc_slow(void *p, size_t size) {
 
 /* ---- the slot's slow path ------------------------------------------- */
 
+/* A placed object: the counters. */
+static inline void *placed_done(void *p, size_t size) {
+	/* On huge pages: the long-lived class's, or the huge class's. */
+	hp_assert(hp_ll_contains(p) || hp_region_contains(p));
+	hp_shard_t *s = hp_shard();
+	hp_tally(s, HP_TALLY_PLACED_BYTES, size);
+	hp_tally(s, HP_TALLY_PLACED, 1);
+	return p;
+}
+
 /* A promoted site's small object: the long-lived class, else the huge
  * class's small sizes; NULL if neither can take it. tried: placed_ll or
  * placed_huge has asked the class's common path (the long-lived class's
- * first heap, or the huge class when there is no long-lived class) and it
- * could not take the object: it is not asked again. Marked busy: a class's first
- * call makes its arena and threads, whose own allocations must not come
- * back here. */
+ * first heap, or the huge class when there is no long-lived class) and
+ * it could not take the object: it is not asked again. Marked busy: a
+ * class's first call makes its arena and threads, whose own allocations
+ * must not come back here. */
 static void *place_promoted(size_t size, bool zero, bool tried) {
 	void *p = NULL;
 	hp_assert(!hp_sample_busy);
@@ -120,14 +130,7 @@ static void *place_promoted(size_t size, bool zero, bool tried) {
 	if (p == NULL && (hp_ll_size != 0 || !tried))
 		p = hp_huge_small(size, zero);
 	hp_sample_busy = false;
-	if (p != NULL) {
-		/* On huge pages: the long-lived class's, or the huge class's. */
-		hp_assert(hp_ll_contains(p) || hp_region_contains(p));
-		hp_shard_t *s = hp_shard();
-		hp_tally(s, HP_TALLY_PLACED_BYTES, size);
-		hp_tally(s, HP_TALLY_PLACED, 1);
-	}
-	return p;
+	return p != NULL ? placed_done(p, size) : NULL;
 }
 
 static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
@@ -171,13 +174,6 @@ static __attribute__((noinline)) void *placed_slow(size_t size, bool zero,
  * first heap, or the huge class's small sizes; what that could not take,
  * placed_slow's, with errno as this call found it (a full mimalloc heap
  * sets ENOMEM). */
-static inline void *placed_done(void *p, size_t size) {
-	hp_shard_t *s = hp_shard();
-	hp_tally(s, HP_TALLY_PLACED_BYTES, size);
-	hp_tally(s, HP_TALLY_PLACED, 1);
-	return p;
-}
-
 static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
 	hp_assert(!hp_sample_busy && hp_ll_size != 0);
 	int *e = &errno, saved = *e;

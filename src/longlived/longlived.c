@@ -427,7 +427,10 @@ static __attribute__((noinline)) void *alloc_slow(size_t size, bool zero,
 	return counted(p, size);
 }
 
-void *hp_ll_alloc_fast(size_t size, bool zero, bool *tried) {
+/* hp_ll_alloc_fast's body, in line in both its callers (so that link-
+ * time optimisation still puts hp_ll_alloc_fast in line in its own). */
+static inline __attribute__((always_inline)) void *alloc_fast(size_t size,
+    bool zero, bool *tried) {
 	mi_heap_t *h = first;
 	*tried = false;
 	if (hp_unlikely(h == NULL))
@@ -444,23 +447,28 @@ void *hp_ll_alloc_fast(size_t size, bool zero, bool *tried) {
 	return NULL;
 }
 
+void *hp_ll_alloc_fast(size_t size, bool zero, bool *tried) {
+	return alloc_fast(size, zero, tried);
+}
+
 void *hp_ll_alloc_rest(size_t size, bool zero, bool tried) {
 	return tried ? alloc_slow(size, zero, true) : hp_ll_alloc(size, zero);
 }
 
 void *hp_ll_alloc(size_t size, bool zero) {
 	hp_assert(hp_ll_size != 0);
-	mi_heap_t *h = first;
-	if (hp_unlikely(h == NULL))
-		return alloc_slow(size, zero, false);
-	if (hp_unlikely(pool_skip != 0) && --pool_skip == 0 && heaps[0] != NULL) {
-		first = heaps[0];        /* the pool arena again */
-		return alloc_slow(size, zero, false);
+	bool tried;
+	void *p = alloc_fast(size, zero, &tried);
+	if (p != NULL || tried)
+		return p != NULL ? p : alloc_slow(size, zero, true);
+	/* No heap yet, or the pool arena's skip ends with this call. */
+	if (first != NULL) {
+		hp_assert(pool_skip == 1);
+		pool_skip = 0;
+		if (heaps[0] != NULL)
+			first = heaps[0];        /* the pool arena again */
 	}
-	void *p = heap_alloc(h, size, zero);
-	if (hp_unlikely(p == NULL))
-		return alloc_slow(size, zero, true);   /* first, full */
-	return counted(p, size);
+	return alloc_slow(size, zero, false);
 }
 
 void hp_ll_free(void *p) {
