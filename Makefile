@@ -210,13 +210,16 @@ $(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
 	cp -p $< $@
 
 # The release suite, then the debug one: both summaries, and a failure of
-# either fails the target.
+# either fails the target. The failed tests' reports (run-tests keeps them
+# in BUILD/failed-tests.txt) are repeated last, where a cut log keeps them.
 test:
 	scripts/setup-deps test
 	$(MAKE) tests
 	scripts/check-layers $(BUILD) $(DEBUG) && scripts/test-check-layers $(BUILD); \
-	l=$$?; scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG) && \
-	[ $$r -eq 0 ] && exit $$l
+	l=$$?; scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG); d=$$?; \
+	for f in $(BUILD)/failed-tests.txt $(DEBUG)/failed-tests.txt; do \
+		[ ! -s $$f ] || { echo "== failed, $$f:"; cat $$f; }; done; \
+	[ $$r -eq 0 ] && [ $$d -eq 0 ] && exit $$l
 
 # The layers of src/ (src/layers, docs/design.md): includes and the
 # objects' symbols checked, then the check itself on a scratch copy made
