@@ -33,6 +33,7 @@ size_t hp_threshold;
 #define HP_LSAMPLE_MAX        GIB
 #define HP_LMS_DEFAULT        250
 #define HP_LMS_MAX            (3600L * 1000)
+#define HP_LRATE_MAX          1000000L
 #define HP_MAINT_DEFAULT      1000
 #define HP_MAINT_MIN          10
 #define HP_MAINT_MAX          (3600L * 1000)
@@ -208,6 +209,12 @@ const hp_option_t hp_options[] = {
     O("lifetime_sample", K_SIZE, lifetime_sample, HP_LSAMPLE_MIN,
       HP_LSAMPLE_MAX, NULL, "bytes, 4k..1g", "512k", "512k", "one "
       "allocation is sampled (unwound) per this many bytes, on average"),
+    O("lifetime_sample_rate", K_LONG, lifetime_sample_rate, 0,
+      HP_LRATE_MAX, NULL, "0 (no limit), 1..1000000", "1000", "1000", "at "
+      "most this many samples a second in each thread: a thread that "
+      "allocates faster has its interval stretched (doubled until its "
+      "samples are this far apart, halved again when it slows), so that "
+      "unwinding stays a small share of its time"),
     O("lifetime_ms", K_LONG, lifetime_ms, 1, HP_LMS_MAX, NULL, "1..3600000",
       "250", "250", "a sampled object that lives this long is long-lived"),
     O("lifetime_record", K_PATH, lifetime_record, 0, 0, NULL, "a path", "",
@@ -389,12 +396,14 @@ int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 		snprintf(mmap_t, sizeof mmap_t, "%zu", c->mmap_threshold);
 	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
 	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
-	    "lifetime:%s,lifetime_sample:%zu,lifetime_ms:%ld,maintain_ms:%ld,"
+	    "lifetime:%s,lifetime_sample:%zu,lifetime_sample_rate:%ld,"
+	    "lifetime_ms:%ld,maintain_ms:%ld,"
 	    "long_lived:%s,mmap_threshold:%s",
 	    c->large_threshold, backing_names[c->backing],
 	    c->hugetlb_page == HP_GIB ? "1g" : "2m", c->collapse ? "true" :
 	    "false", c->decay_ms, c->reserve, c->strand_limit,
 	    c->strand_pct ? "%" : "", lifetime_names[c->lifetime],
-	    c->lifetime_sample, c->lifetime_ms, c->maintain_ms,
+	    c->lifetime_sample, c->lifetime_sample_rate, c->lifetime_ms,
+	    c->maintain_ms,
 	    long_lived_names[c->long_lived], mmap_t);
 }

@@ -62,6 +62,8 @@ typedef struct {
 	bool strand_pct;
 	int lifetime;            /* hp_lifetime_mode_t */
 	size_t lifetime_sample;  /* one sampled allocation per this many bytes */
+	long lifetime_sample_rate; /* samples a second per thread, at most;
+	                            0: no limit */
 	long lifetime_ms;        /* a sampled object this old is long-lived */
 	long maintain_ms;        /* the maintenance thread's period */
 	size_t mmap_threshold;   /* the program's mappings advised from this

@@ -15,6 +15,18 @@
  * The mean interval is lifetime_sample bytes, drawn uniformly from half to
  * one and a half times that, per thread, so that a loop's period cannot
  * alias with it.
+ *
+ * A sample costs a few microseconds (the unwind, two system calls, the
+ * site table), so each thread's samples are paced by a token bucket:
+ * lifetime_sample_rate tokens a second, one second's worth at most, one
+ * token a sample. A thread takes its first second's worth of samples at
+ * the full density, so that a short burst is learned as before; when its
+ * count runs out with no token left, that allocation is not sampled and
+ * the thread's interval doubles; once the bucket is half full again, it
+ * halves. A thread that allocates gigabytes a second from one site (a
+ * server's request loop) is then sampled at most lifetime_sample_rate
+ * times a second, not tens of thousands, and one that slows down goes
+ * back to lifetime_sample.
  */
 #include <errno.h>
 #include <link.h>
@@ -58,9 +70,40 @@ static int zone_flags;           /* MALLOCX_ARENA(zone) | TCACHE_NONE */
 static bool learning;
 static uint64_t lifetime_ns;
 static int64_t mean_interval;    /* 0: nothing sampled */
+static uint64_t token_ns;        /* 1 s / lifetime_sample_rate; 0: no limit */
 static unsigned dl_adds;         /* dl_iterate_phdr's count, last seen */
 
 static HP_TLS uint64_t rng;
+/* The pace: this thread's bucket, in nanoseconds of tokens (a token is
+ * token_ns), filled as time passes up to HP_BUCKET_NS; its interval is
+ * next_interval()'s << stretch. last_due_ns: when it last asked. */
+#define HP_BUCKET_NS   1000000000ull
+#define HP_STRETCH_MAX 16
+static HP_TLS uint64_t bucket_ns, last_due_ns;
+static HP_TLS unsigned stretch;
+
+/* Whether this thread may take a sample now: a token taken, or none left
+ * and the interval doubled. A new thread's bucket starts full. */
+static bool paced(void) {
+	if (token_ns == 0)
+		return true;
+	uint64_t now = hp_os_clock_ns(CLOCK_MONOTONIC);
+	uint64_t since = now - last_due_ns;
+	uint64_t b = since < HP_BUCKET_NS - bucket_ns ? bucket_ns + since :
+	    HP_BUCKET_NS;
+	last_due_ns = now;
+	if (b < token_ns) {
+		bucket_ns = b;
+		if (stretch < HP_STRETCH_MAX)
+			stretch++;
+		return false;
+	}
+	bucket_ns = b - token_ns;
+	if (stretch > 0 && bucket_ns >= HP_BUCKET_NS / 2)
+		stretch--;
+	return true;
+}
+
 HP_TLS bool hp_sample_busy;     /* lifetime.h */
 
 static int64_t next_interval(void) {
@@ -342,15 +385,17 @@ static HP_TLS bool armed;
 static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
     bool zero) {
 	void *p = NULL;
-	budget = next_interval();
-	hp_assert(budget >= mean_interval / 2 &&
-	    budget < mean_interval / 2 + mean_interval);
 	bool first = !armed;
 	armed = true;
 	/* Inside the sampler (hp_sample_busy), a nested allocation only
 	 * restarts the count; with sample_lock busy, this interval goes
 	 * unsampled (see the lock). */
-	if (!hp_sample_busy && !first && hp_trylock(&sample_lock)) {
+	bool take = !hp_sample_busy && !first && paced();
+	budget = next_interval() << stretch;
+	hp_assert(stretch <= HP_STRETCH_MAX &&
+	    budget >= mean_interval / 2 << stretch &&
+	    budget < (mean_interval / 2 + mean_interval) << stretch);
+	if (take && hp_trylock(&sample_lock)) {
 		hp_sample_busy = true;
 		check_new_modules();
 		uintptr_t frames[HP_SITE_DEPTH];
@@ -448,6 +493,8 @@ bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 	}
 	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
 	mean_interval = (int64_t)c->lifetime_sample;
+	token_ns = c->lifetime_sample_rate > 0 ? HP_BUCKET_NS /
+	    (uint64_t)c->lifetime_sample_rate : 0;
 	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
 	learning = c->lifetime == HP_LIFETIME_LEARN;
 	hp_lock(&sample_lock);    /* the profile's module list */

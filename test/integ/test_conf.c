@@ -11,7 +11,8 @@
 /* The policy string: threshold, backing, then the rest at defaults. */
 /* The lifetime keys' defaults, at the end of every policy line. */
 #define MT ",maintain_ms:1000,long_lived:jemalloc,mmap_threshold:8388608"
-#define LT ",lifetime:learn,lifetime_sample:524288,lifetime_ms:250" MT
+#define LT ",lifetime:learn,lifetime_sample:524288,lifetime_sample_rate:1000" \
+	",lifetime_ms:250" MT
 #define POL(t, b, d) "large_threshold:" t ",backing:" b \
 	",hugetlb_size:2m,collapse:false,decay_ms:" d ",reserve:1099511627776" \
 	",strand_limit:25%" LT
@@ -191,9 +192,15 @@ Test(conf, lifetime_values) {
 	const char *good[][2] = {
 	    {"lifetime:learn", LT},
 	    {"lifetime:replay,lifetime_sample:64k,lifetime_ms:200",
-	     ",lifetime:replay,lifetime_sample:65536,lifetime_ms:200" MT},
+	     ",lifetime:replay,lifetime_sample:65536,lifetime_sample_rate:1000,"
+	     "lifetime_ms:200" MT},
+	    {"lifetime_sample_rate:0", ",lifetime:learn,lifetime_sample:524288,"
+	     "lifetime_sample_rate:0,lifetime_ms:250" MT},
+	    {"lifetime_sample_rate:1000000", ",lifetime:learn,"
+	     "lifetime_sample:524288,lifetime_sample_rate:1000000,lifetime_ms:250"
+	     MT},
 	    {"lifetime:off,lifetime_record:/tmp/x.%p", ",lifetime:off,"
-	     "lifetime_sample:524288,lifetime_ms:250" MT}};
+	     "lifetime_sample:524288,lifetime_sample_rate:1000,lifetime_ms:250" MT}};
 	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
 		char want[300];
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
@@ -206,6 +213,9 @@ Test(conf, lifetime_values) {
 	const char *bad[][2] = {{"lifetime:yes", "default learn"},
 	    {"lifetime_sample:100", "default 512k"},
 	    {"lifetime_sample:5g", "default 512k"},
+	    {"lifetime_sample_rate:-1", "default 1000"},
+	    {"lifetime_sample_rate:1000001", "default 1000"},
+	    {"lifetime_sample_rate:fast", "default 1000"},
 	    {"lifetime_ms:0", "default 250"}, {"lifetime_ms:soon", "default 250"},
 	    {"lifetime_profile:", "default none"}};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -223,7 +233,8 @@ Test(conf, mmap_threshold_values) {
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
 		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
 		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
-		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:1000,"
+		    "lifetime_sample:524288,lifetime_sample_rate:1000,"
+		    "lifetime_ms:250,maintain_ms:1000,"
 		    "long_lived:jemalloc,mmap_threshold:%s", good[i][1]);
 		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
 		cr_assert_eq(hp_kv(&r, "class"), 2);
@@ -246,7 +257,8 @@ Test(conf, maintain_ms_values) {
 		snprintf(want, sizeof want, "large_threshold:1048576,backing:auto,"
 		    "hugetlb_size:2m,collapse:false,decay_ms:5000,"
 		    "reserve:1099511627776,strand_limit:25%%,lifetime:learn,"
-		    "lifetime_sample:524288,lifetime_ms:250,maintain_ms:%s,"
+		    "lifetime_sample:524288,lifetime_sample_rate:1000,"
+		    "lifetime_ms:250,maintain_ms:%s,"
 		    "long_lived:jemalloc,mmap_threshold:8388608", good[i][1]);
 		hp_run_t r = run_conf(good[i][0], "8388608", 0, want);
 		cr_assert_eq(hp_kv(&r, "class"), 2);

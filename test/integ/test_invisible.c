@@ -91,7 +91,7 @@ static void same_as_without(const char *conf, bool closed) {
  * took them), and /proc/self/fd lists what it lists without the library. */
 Test(invisible, closed_stdio_stays_closed) {
 	same_as_without("", true);
-	same_as_without("lifetime_sample:4k", true);
+	same_as_without("lifetime_sample:4k,lifetime_sample_rate:0", true);
 }
 
 Test(invisible, closed_stdio_with_collapse_stats_and_profile) {

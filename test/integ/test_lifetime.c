@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "harness.h"
 
@@ -206,7 +207,8 @@ Test(lifetime, a_site_turning_churny_is_demoted) {
 }
 
 Test(lifetime, threads_and_fork_while_learning) {
-	const char *conf = "lifetime:learn,lifetime_sample:4k,stats_print:true";
+	const char *conf = "lifetime:learn,lifetime_sample:4k,"
+	    "lifetime_sample_rate:0,stats_print:true";
 	const char *t[] = {hp_path("threads"), "200000", NULL};
 	hp_run_t r = run_conf_any(conf, t);
 	cr_assert_eq(hp_kv(&r, "bad"), 0);
@@ -239,7 +241,8 @@ Test(lifetime, allocating_in_dl_iterate_phdr_callbacks_while_sampling) {
 	snprintf(cmd, sizeof cmd, "exec timeout 60 %s 20000 2000000 2",
 	    hp_path("dliter"));
 	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	hp_run_t r = run_conf_any("lifetime_sample:4k,stats_print:true", argv);
+	hp_run_t r = run_conf_any("lifetime_sample:4k,lifetime_sample_rate:0,"
+	    "stats_print:true", argv);
 	cr_assert_eq(r.code, 0, "exit %d: %s", r.code, r.err);
 	cr_assert_eq(hp_kv(&r, "done"), 1);
 	cr_assert_geq(counter(&r, "lifetime_samples "), 10000, "%s", r.err);
@@ -263,7 +266,8 @@ Test(lifetime, sampling_threads_hold_no_frame_cache) {
 	const char *argv[] = {hp_path("lifetime"), "samplers", "32", NULL};
 	const char *env0[] = {"HUGEPRELOAD_CONF=lifetime:off", NULL};
 	const char *env1[] = {"HUGEPRELOAD_CONF=lifetime:learn,"
-	    "lifetime_sample:64k,lifetime_ms:3600000,stats_print:true", NULL};
+	    "lifetime_sample:64k,lifetime_sample_rate:0,lifetime_ms:3600000,"
+	    "stats_print:true", NULL};
 	hp_proc_t p0 = hp_start(argv, env0, true, NULL);  /* both at once */
 	hp_proc_t p1 = hp_start(argv, env1, true, NULL);
 	hp_run_t off = hp_wait(p0), on = hp_wait(p1);
@@ -285,7 +289,7 @@ Test(lifetime, sampling_threads_hold_no_frame_cache) {
  * tight ulimit -v): 15.3 GiB in all still leaves room to learn. */
 Test(lifetime, sample_zone_fits_a_small_address_space) {
 	hp_run_t r = reallocs_within(16000000, "lifetime:learn,"
-	    "lifetime_sample:4k,stats_print:true");
+	    "lifetime_sample:4k,lifetime_sample_rate:0,stats_print:true");
 	cr_assert_eq(hp_kv(&r, "bad"), 0);
 	cr_assert_geq(counter(&r, "lifetime_samples "), 1000, "%s", r.err);
 	cr_assert_null(strstr(r.err, "hugepreload: "), "%s", r.err);
@@ -297,9 +301,52 @@ Test(lifetime, sample_zone_fits_a_small_address_space) {
 Test(lifetime, realloc_and_calloc_while_sampling) {
 	const char *argv[] = {hp_path("reallocs"), "200000", NULL};
 	hp_run_t r = run_conf_any("lifetime:learn,lifetime_sample:4k,"
-	    "stats_print:true", argv);
+	    "lifetime_sample_rate:0,stats_print:true", argv);
 	cr_assert_eq(hp_kv(&r, "bad"), 0);
 	cr_assert_geq(counter(&r, "lifetime_samples "), 10000);
+	hp_run_free(&r);
+}
+
+/* lifetime index 100000 with a 1.5 s warm-up of request traffic (one
+ * thread allocating hundreds of MB a second) under conf; its wall time
+ * in *secs. */
+static hp_run_t paced_run(const char *conf, double *secs) {
+	char env0[300];
+	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
+	const char *env[] = {env0, "LT_WARMUP_S=1.5", NULL};
+	const char *argv[] = {hp_path("lifetime"), "index", "100000", NULL};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	*secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
+	return r;
+}
+
+/* lifetime_sample_rate: each thread takes at most one second's worth of
+ * samples at once and rate a second after that. Two threads may allocate
+ * (the program's and the maintenance thread), so at most 2 (rate + rate
+ * secs) in a run of secs seconds, whatever the host's speed. Without the
+ * limit, the same run takes more than that, or the bound says nothing. */
+Test(lifetime, sample_rate_paces_each_thread) {
+	double secs, free_secs;
+	hp_run_t r = paced_run("lifetime_sample:4k,lifetime_sample_rate:100,"
+	    "stats_print:true", &secs);
+	double paced = counter(&r, "lifetime_samples ");
+	double bound = 2 * (100 + 100 * secs);
+	cr_assert_leq(paced, bound, "%.0f samples in %.2f s:\n%s", paced,
+	    secs, r.err);
+	cr_assert_geq(paced, 100, "the first second's worth, at least:\n%s",
+	    r.err);
+	hp_run_free(&r);
+	r = paced_run("lifetime_sample:4k,lifetime_sample_rate:0,"
+	    "stats_print:true", &free_secs);
+	double unpaced = counter(&r, "lifetime_samples ");
+	cr_log_info("paced: %.0f samples in %.2f s; unpaced: %.0f in %.2f s",
+	    paced, secs, unpaced, free_secs);
+	cr_assert_gt(unpaced, 2 * (100 + 100 * free_secs), "%s", r.err);
 	hp_run_free(&r);
 }
 
@@ -418,7 +465,8 @@ Test(lifetime, exit_from_signal_handler_does_not_hang) {
 	 * zombie) has hung, and its threads' stacks go to stderr (gdb, where
 	 * the host has it) before it is killed: exit 137. */
 	snprintf(cmd, sizeof cmd, "env LD_PRELOAD=%s HUGEPRELOAD_CONF="
-	    "lifetime_sample:4k,stats_print:true,lifetime_record:%s/p.%%p "
+	    "lifetime_sample:4k,lifetime_sample_rate:0,stats_print:true,"
+	    "lifetime_record:%s/p.%%p "
 	    "%s 3 & p=$!; "
 	    "up() { s=$(cat /proc/$p/stat 2>/dev/null) || return 1; "
 	    "s=${s##*\") \"}; [ \"${s%%%% *}\" != Z ]; }; "

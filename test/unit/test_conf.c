@@ -24,6 +24,7 @@ static bool same(const hp_conf_t *a, const hp_conf_t *b) {
 	    a->strand_limit == b->strand_limit && a->strand_pct == b->strand_pct &&
 	    a->lifetime == b->lifetime &&
 	    a->lifetime_sample == b->lifetime_sample &&
+	    a->lifetime_sample_rate == b->lifetime_sample_rate &&
 	    a->lifetime_ms == b->lifetime_ms &&
 	    a->maintain_ms == b->maintain_ms &&
 	    a->mmap_threshold == b->mmap_threshold &&
@@ -185,6 +186,7 @@ Test(conf, lifetime_keys) {
 	hp_conf_t c = parse(NULL, &m);
 	cr_assert_eq(c.lifetime, HP_LIFETIME_LEARN);
 	cr_assert_eq(c.lifetime_sample, (size_t)512 << 10);
+	cr_assert_eq(c.lifetime_sample_rate, 1000);
 	cr_assert_eq(c.lifetime_ms, 250);
 	cr_assert_str_eq(c.lifetime_record, "");
 	c = parse("lifetime:learn,lifetime_sample:64k,lifetime_ms:250,"
@@ -202,10 +204,18 @@ Test(conf, lifetime_keys) {
 	c = parse("lifetime:off,lifetime_sample:1g,lifetime_ms:3600000", &m);
 	cr_assert_eq(m.n, 0, "%s", m.last);
 	cr_assert_eq(c.lifetime, HP_LIFETIME_OFF);
+	c = parse("lifetime_sample_rate:0", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.lifetime_sample_rate, 0);
+	c = parse("lifetime_sample_rate:1000000", &m);
+	cr_assert_eq(m.n, 0, "%s", m.last);
+	cr_assert_eq(c.lifetime_sample_rate, 1000000);
 	const char *bad[] = {"lifetime:on", "lifetime:", "lifetime:LEARNING",
 	    "lifetime_sample:1k", "lifetime_sample:2g", "lifetime_sample:x",
 	    "lifetime_ms:0", "lifetime_ms:-5", "lifetime_ms:3600001",
-	    "lifetime_ms:1s", "lifetime_record:", "lifetime_profile:"};
+	    "lifetime_ms:1s", "lifetime_record:", "lifetime_profile:",
+	    "lifetime_sample_rate:-1", "lifetime_sample_rate:1000001",
+	    "lifetime_sample_rate:1k", "lifetime_sample_rate:"};
 	each_gives_the_default(bad, sizeof bad / sizeof *bad);
 }
 
