@@ -221,6 +221,18 @@ void hp_huge_start_threads(void) {
 	hp_unlock(&start_lock);
 }
 
+/* The same from an allocation that may be nested in a start (pthread_create
+ * allocates): a thread that finds start_lock held leaves the start to its
+ * holder, which is starting the threads (start_huge, or the above). */
+void hp_huge_try_start_threads(void) {
+	if (__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE) ||
+	    !hp_trylock(&start_lock))
+		return;
+	if (!threads_on)
+		start_threads();
+	hp_unlock(&start_lock);
+}
+
 static bool started(void) {
 	return hp_likely(__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) ||
 	    start_huge();

@@ -74,6 +74,7 @@ extern void (*hp_huge_on_threads)(void);
 /* Starts the huge class's threads, for a class that uses huge pages
  * without the huge arena (the long-lived class). */
 void hp_huge_start_threads(void);
+void hp_huge_try_start_threads(void);
 /* Frees an object of the region (free()'s owned-range path). */
 void hp_huge_free(void *p);
 
