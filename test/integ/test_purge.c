@@ -126,3 +126,26 @@ Test(purge, descriptors_fall_back_to_jemalloc) {
 	    "%s", r.err);
 	hp_run_free(&r);
 }
+
+/* Short-lived threads do not fault their arena back in, thread after
+ * thread: a program's second thread starts jemalloc's background thread
+ * (core/route.c), without which jemalloc purges an arena's dirty pages
+ * whenever the last thread using it exits. 1,000 threads, the minor
+ * faults per thread over the last 500 (the kernel's count): 28.14 under
+ * Debian's jemalloc, and under the library before the change; 6.01
+ * after it. */
+Test(purge, short_lived_threads_keep_their_arena) {
+	const char *argv[] = {hp_path("shortlived"), "1000", NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	double ours = hp_kv(&r, "faults_per_thread");
+	hp_run_free(&r);
+	const char *env[] = {"LD_PRELOAD=/usr/lib/x86_64-linux-gnu/"
+	    "libjemalloc.so.2", NULL};
+	r = hp_run(argv, env, false, NULL);
+	double je = r.code == 0 ? hp_kv(&r, "faults_per_thread") : -1;
+	hp_run_free(&r);
+	cr_log_info("faults per thread: %.2f, jemalloc's %.2f", ours, je);
+	cr_assert_leq(ours, 12, "%.2f faults per short-lived thread (jemalloc "
+	    "alone: %.2f)", ours, je);
+}
