@@ -9,8 +9,9 @@
  * extent descriptors' and the long-lived class's empty pages, collapses
  * what a promoted site filled while it was learned (lifetime/catchup.c),
  * and refreshes the counters, applying strand_limit. It starts with the
- * first huge-class allocation, not at load: a process that never uses
- * the huge class stays single-threaded.
+ * first huge-class allocation or the first allocation of a program's
+ * second thread (route.c), not at load: a single-threaded process that
+ * never uses the huge class stays single-threaded.
  *
  * malloc_trim (hp_maint_trim): the same on demand, every class at once.
  * The small class is jemalloc's automatic arenas and thread caches, kept
@@ -57,8 +58,8 @@ static void *maintain(void *arg) {
 	return NULL;
 }
 
-/* With the huge class's first allocation (huge/huge.c calls it through
- * hp_huge_on_threads), once per process. */
+/* When the threads start (huge/huge.c calls it through
+ * hp_huge_on_threads), once per process and again in a fork child. */
 void hp_maint_start(void) {
 	if (__atomic_exchange_n(&thread_on, true, __ATOMIC_ACQ_REL))
 		return;

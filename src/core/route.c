@@ -8,7 +8,6 @@
  * under it did.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include "core/core.h"
@@ -134,26 +133,6 @@ static void *place_promoted(size_t size, bool zero, bool tried) {
 	return p != NULL ? placed_done(p, size) : NULL;
 }
 
-/* Whether this thread has come through slot_alloc, and the first thread
- * that did (the program's main thread, as a rule). */
-static HP_TLS bool thread_seen;
-static uintptr_t first_thread;
-
-/* A thread's first slow allocation: any thread but the first starts the
- * background threads (huge/huge.c), as the huge class's first allocation
- * does. Without jemalloc's, a thread that exits purges every dirty page
- * of its arena when no other thread uses it (jemalloc's tcache_destroy),
- * and the next thread there faults them back: short-lived threads (W12)
- * paid a purge and its faults each. A program that starts no thread of
- * its own still has none of ours. */
-static __attribute__((noinline, cold)) void thread_first(void) {
-	thread_seen = true;
-	uintptr_t me = (uintptr_t)pthread_self(), first = 0;
-	if (!__atomic_compare_exchange_n(&first_thread, &first, me, false,
-	    __ATOMIC_RELAXED, __ATOMIC_RELAXED) && first != me)
-		hp_huge_try_start_threads();
-}
-
 static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
 	uintptr_t ret = *ra;
 	unsigned i = (uint8_t)ret;
@@ -166,8 +145,8 @@ static void *slot_alloc(size_t size, const uintptr_t *ra, bool zero) {
 		hp_slot_undo(i, size);
 		return hp_route_alloc(size, 0, zero);
 	}
-	if (hp_unlikely(!thread_seen))
-		thread_first();
+	if (hp_unlikely(!hp_huge_thread_seen))
+		hp_huge_thread_first();
 	bool pinned;
 	uint64_t used = hp_slot_refill(i, size, &pinned);
 	void *p = hp_sample_take(size, ret, zero, used);

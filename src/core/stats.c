@@ -12,8 +12,9 @@
  * Nothing here runs on a fast path: the maintenance thread (maint.c)
  * refreshes the page every maintain_ms and applies strand_limit;
  * malloc_trim and exit refresh it too. Page and thread come with the
- * first huge-class allocation, so the many short processes that never
- * use the huge class make neither; a program's own advised mappings
+ * first huge-class allocation or a program's second thread (route.c),
+ * so the many short single-threaded processes that never use the huge
+ * class make neither; a program's own advised mappings
  * (mmap.c) make the page alone and publish their counters as they
  * happen.
  */

@@ -30,6 +30,10 @@ static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static unsigned huge_ind = HP_NO_ARENA;
 static int warned_fallback;
 static bool threads_on;        /* off again in a fork child */
+/* Whether this thread has made a slow allocation (core/route.c), and the
+ * first thread that did (the program's main thread, as a rule). */
+HP_TLS bool hp_huge_thread_seen;
+static uintptr_t first_thread;
 /* The arena made and the threads on (both again in a fork child):
  * hp_huge_start_threads alone starts the threads, not the arena. */
 static bool ready;
@@ -163,12 +167,14 @@ static bool create_arena(void) {
  * jemalloc's background threads purge on the decay curve, and the
  * maintenance thread (core/maint.c, started through hp_huge_on_threads)
  * drives the huge arena's decay once a
- * second. Both start with the first huge-class allocation, not at load: a
- * process that never uses the huge class stays single-threaded
- * (unshare(CLONE_NEWUSER) needs that). A MALLOC_CONF background_thread:
- * false is kept (jeconf.c); the maintenance thread still purges the huge
- * class then. jemalloc turns its threads off in a fork child;
- * hp_huge_atfork_child re-arms the start.
+ * second. Both start with the first huge-class allocation, or with the
+ * first allocation of a program's second thread (core/route.c), not at
+ * load: a single-threaded process that never uses the huge class stays
+ * single-threaded (unshare(CLONE_NEWUSER) needs that). Once started they
+ * stay, also after the program's own threads have exited. A MALLOC_CONF
+ * background_thread:false is kept (jeconf.c); the maintenance thread
+ * alone starts and purges then. jemalloc turns its threads off in a fork
+ * child; hp_huge_atfork_child re-arms the start.
  */
 void (*hp_huge_on_threads)(void);
 
@@ -191,6 +197,9 @@ unsigned hp_huge_arena(void) {
 }
 
 void hp_huge_atfork_child(void) {
+	/* The child's one thread, the forking one, is its first. */
+	first_thread = (uintptr_t)pthread_self();
+	hp_huge_thread_seen = true;
 	threads_on = false;
 	ready = false;
 	hp_lock_reinit(&start_lock);
@@ -222,15 +231,32 @@ void hp_huge_start_threads(void) {
 }
 
 /* The same from an allocation that may be nested in a start (pthread_create
- * allocates): a thread that finds start_lock held leaves the start to its
- * holder, which is starting the threads (start_huge, or the above). */
-void hp_huge_try_start_threads(void) {
-	if (__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE) ||
-	    !hp_trylock(&start_lock))
-		return;
+ * allocates): a thread that finds start_lock held does not wait for its
+ * holder. True if the threads are on. */
+static bool try_start_threads(void) {
+	if (__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE))
+		return true;
+	if (!hp_trylock(&start_lock))
+		return false;
 	if (!threads_on)
 		start_threads();
 	hp_unlock(&start_lock);
+	return true;
+}
+
+/* A thread's first slow allocation: any thread but the first starts the
+ * threads, as the huge class's first allocation does. Without jemalloc's
+ * background thread, a thread that exits purges every dirty page of its
+ * arena when no other thread uses it (jemalloc's tcache_destroy), and
+ * the next thread there faults them back: short-lived threads (W12) paid
+ * a purge and its faults each. A program that starts no thread of its
+ * own still has none of ours. A thread that found the start in another's
+ * hands (or its own, nested) asks again next time. */
+void hp_huge_thread_first(void) {
+	uintptr_t me = (uintptr_t)pthread_self(), first = 0;
+	hp_huge_thread_seen = __atomic_compare_exchange_n(&first_thread,
+	    &first, me, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ||
+	    first == me || try_start_threads();
 }
 
 static bool started(void) {

@@ -67,14 +67,18 @@ unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
  * NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
-/* Called once when the huge class first needs its threads, after
- * jemalloc's background threads are on: start-up (core/init.c) sets it
- * to start the maintenance thread. */
+/* Called once when the threads start (the huge class's first allocation,
+ * or a program's second thread: core/route.c), after jemalloc's
+ * background threads are on: start-up (core/init.c) sets it to start the
+ * maintenance thread. */
 extern void (*hp_huge_on_threads)(void);
 /* Starts the huge class's threads, for a class that uses huge pages
  * without the huge arena (the long-lived class). */
 void hp_huge_start_threads(void);
-void hp_huge_try_start_threads(void);
+/* route.c's slot path, on a thread's first slow allocation: the threads
+ * start when a second thread allocates (huge.c says why). */
+extern HP_TLS bool hp_huge_thread_seen;
+__attribute__((noinline, cold)) void hp_huge_thread_first(void);
 /* Frees an object of the region (free()'s owned-range path). */
 void hp_huge_free(void *p);
 

@@ -83,14 +83,16 @@ static HP_TLS uint64_t bucket_ns, last_due_ns;
 static HP_TLS unsigned stretch;
 
 /* Whether this thread may take a sample now: a token taken, or none left
- * and the interval doubled. A new thread's bucket starts full. */
+ * and the interval doubled; halved when the bucket was half full (before
+ * the token: at a rate of 1 a token is the whole bucket). A new thread's
+ * bucket starts full. */
 static bool paced(void) {
 	if (token_ns == 0)
 		return true;
 	uint64_t now = hp_os_clock_ns(CLOCK_MONOTONIC);
 	uint64_t since = now - last_due_ns;
-	uint64_t b = since < HP_BUCKET_NS - bucket_ns ? bucket_ns + since :
-	    HP_BUCKET_NS;
+	uint64_t b = last_due_ns == 0 || since >= HP_BUCKET_NS - bucket_ns ?
+	    HP_BUCKET_NS : bucket_ns + since;
 	last_due_ns = now;
 	if (b < token_ns) {
 		bucket_ns = b;
@@ -98,10 +100,17 @@ static bool paced(void) {
 			stretch++;
 		return false;
 	}
-	bucket_ns = b - token_ns;
-	if (stretch > 0 && bucket_ns >= HP_BUCKET_NS / 2)
+	if (stretch > 0 && b >= HP_BUCKET_NS / 2)
 		stretch--;
+	bucket_ns = b - token_ns;
 	return true;
+}
+
+/* A token taken for a sample that was not taken after all. */
+static void unpaced(void) {
+	if (token_ns != 0)
+		bucket_ns = bucket_ns + token_ns < HP_BUCKET_NS ?
+		    bucket_ns + token_ns : HP_BUCKET_NS;
 }
 
 HP_TLS bool hp_sample_busy;     /* lifetime.h */
@@ -389,8 +398,10 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 	armed = true;
 	/* Inside the sampler (hp_sample_busy), a nested allocation only
 	 * restarts the count; with sample_lock busy, this interval goes
-	 * unsampled (see the lock). */
-	bool take = !hp_sample_busy && !first && paced();
+	 * unsampled (see the lock), and its token back. Paced only where it
+	 * unwinds: replay's dues only look for modules loaded since. */
+	bool unwinds = learning && hp_zone_size != 0;
+	bool take = !hp_sample_busy && !first && (!unwinds || paced());
 	budget = next_interval() << stretch;
 	hp_assert(stretch <= HP_STRETCH_MAX &&
 	    budget >= mean_interval / 2 << stretch &&
@@ -406,6 +417,8 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 		if (go)
 			p = sample(size, frames, n, stride, zero);
 		hp_sample_busy = false;
+	} else if (take && unwinds) {
+		unpaced();
 	}
 	return p;
 }

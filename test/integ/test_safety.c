@@ -37,6 +37,24 @@ Test(safety, no_thread_until_the_huge_class_is_used) {
 	hp_run_free(&r);
 }
 
+/* A second thread that allocates starts the threads (jemalloc's
+ * background thread ends the purge of an arena at each thread's exit);
+ * a fork child, single-threaded, starts none when it allocates, also
+ * when the thread that forked had not allocated before. */
+Test(safety, threads_start_with_a_second_thread_not_in_a_fork_child) {
+	const char *argv[] = {hp_path("lazythread"), "threads", NULL};
+	hp_run_t r = hp_run(argv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_geq(hp_kv(&r, "threads_after_second"), 2, "%s", r.out);
+	hp_run_free(&r);
+	const char *fargv[] = {hp_path("lazythread"), "fork", NULL};
+	r = hp_run(fargv, NULL, true, NULL);
+	cr_assert_eq(r.code, 0, "%s", r.err);
+	cr_assert_eq(hp_kv(&r, "ok"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "child_threads"), 1, "%s", r.out);
+	hp_run_free(&r);
+}
+
 /* Allocating past a 1 GiB reservation falls back to 4 KiB pages with one
  * warning; growing a huge block past it moves the block; nothing is lost. */
 Test(safety, huge_class_out_of_space_falls_back) {
