@@ -211,10 +211,11 @@ const hp_option_t hp_options[] = {
       "allocation is sampled (unwound) per this many bytes, on average"),
     O("lifetime_sample_rate", K_LONG, lifetime_sample_rate, 0,
       HP_LRATE_MAX, NULL, "0 (no limit), 1..1000000", "1000", "1000", "at "
-      "most this many samples a second in each thread: a thread that "
-      "allocates faster has its interval stretched (doubled until its "
-      "samples are this far apart, halved again when it slows), so that "
-      "unwinding stays a small share of its time"),
+      "most this many samples a second in each thread, after a first "
+      "burst of ten seconds' worth: a thread that allocates faster has "
+      "its interval stretched (doubled while it has no sample left, halved "
+      "again when it slows), so that unwinding stays a small share of its "
+      "time"),
     O("lifetime_ms", K_LONG, lifetime_ms, 1, HP_LMS_MAX, NULL, "1..3600000",
       "250", "250", "a sampled object that lives this long is long-lived"),
     O("lifetime_record", K_PATH, lifetime_record, 0, 0, NULL, "a path", "",

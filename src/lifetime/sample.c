@@ -18,9 +18,11 @@
  *
  * A sample costs a few microseconds (the unwind, two system calls, the
  * site table), so each thread's samples are paced by a token bucket:
- * lifetime_sample_rate tokens a second, one second's worth at most, one
- * token a sample. A thread takes its first second's worth of samples at
- * the full density, so that a short burst is learned as before; when its
+ * lifetime_sample_rate tokens a second, ten seconds' worth at most, one
+ * token a sample. A thread takes its first ten seconds' worth of samples
+ * at the full density, so that start-up and a short program are learned
+ * as before (a bucket of one second's worth left learning short of
+ * samples in the tests' few-second programs); when its
  * count runs out with no token left, that allocation is not sampled and
  * the thread's interval doubles; once the bucket is half full again, it
  * halves. A thread that allocates gigabytes a second from one site (a
@@ -77,7 +79,8 @@ static HP_TLS uint64_t rng;
 /* The pace: this thread's bucket, in nanoseconds of tokens (a token is
  * token_ns), filled as time passes up to HP_BUCKET_NS; its interval is
  * next_interval()'s << stretch. last_due_ns: when it last asked. */
-#define HP_BUCKET_NS   1000000000ull
+#define HP_SECOND_NS   1000000000ull
+#define HP_BUCKET_NS   (10 * HP_SECOND_NS)
 #define HP_STRETCH_MAX 16
 static HP_TLS uint64_t bucket_ns, last_due_ns;
 static HP_TLS unsigned stretch;
@@ -506,7 +509,7 @@ bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 	}
 	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
 	mean_interval = (int64_t)c->lifetime_sample;
-	token_ns = c->lifetime_sample_rate > 0 ? HP_BUCKET_NS /
+	token_ns = c->lifetime_sample_rate > 0 ? HP_SECOND_NS /
 	    (uint64_t)c->lifetime_sample_rate : 0;
 	lifetime_ns = (uint64_t)c->lifetime_ms * 1000000u;
 	learning = c->lifetime == HP_LIFETIME_LEARN;
