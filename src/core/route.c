@@ -31,7 +31,7 @@ void *hp_route_alloc(size_t size, size_t align, bool zero) {
 
 /* Each class's free asserts that the pointer is in its range; the three
  * ranges are disjoint parts of the owned range. */
-void hp_route_free_owned(void *p) {
+static __attribute__((noinline)) void free_owned(void *p) {
 	int saved = errno;
 	hp_assert(hp_maybe_owned(p));
 	if (hp_zone_contains(p))
@@ -47,6 +47,15 @@ void hp_route_free_owned(void *p) {
 		hp_je_free(p);
 	}
 	errno = saved;
+}
+
+/* A promoted site's object goes into this thread's cache of the huge
+ * arena when it can (no errno to keep, nothing else to test); the rest
+ * out of line, so that this keeps no frame. */
+void hp_route_free_owned(void *p) {
+	if (hp_likely(hp_region_contains(p)) && hp_huge_free_try(p))
+		return;
+	free_owned(p);
 }
 
 static void *realloc_slow(void *p, size_t size);
@@ -206,6 +215,31 @@ static __attribute__((noinline)) void *slot_slow(size_t size,
 	return p;
 }
 
+/* A promoted site's small object from this thread's cache of the huge
+ * arena, else through the arena; a frame of its own, so that the slot
+ * path keeps none. */
+static __attribute__((noinline)) void *placed_cached(size_t size) {
+	void *p = hp_huge_small_try(size);
+	return hp_likely(p != NULL) ? placed_done(p, size) :
+	    placed_huge(size, false);
+}
+
+/* A promoted site's small object: the long-lived class's, or the huge
+ * class's. */
+static inline void *placed(size_t size, bool zero) {
+	if (hp_ll_size != 0)
+		return placed_ll(size, zero);
+	return hp_likely(!zero) ? placed_cached(size) : placed_huge(size, zero);
+}
+
+/* The same, the decision noted first (hp_ra_note); out of line, so that
+ * the slot path keeps no frame. */
+static __attribute__((noinline)) void *placed_noted(size_t size, bool zero,
+    uintptr_t ret) {
+	hp_ra_note(ret);
+	return placed(size, zero);
+}
+
 /* malloc's and calloc's slow path: the caller's slot ran out of credit
  * (api/entry.c), ra being where the call's return address is kept. errno
  * as it was, unless the allocation fails: start-up, unwinding and the
@@ -214,19 +248,27 @@ static __attribute__((noinline)) void *slot_slow(size_t size,
  *
  * A pinned slot (a promoted key falls in it) sends every call here. Its
  * common case, a small request, no sample due, takes the key's decision
- * and goes on with no frame of its own: to jemalloc's own malloc, or to
- * the promoted site's class. The rest is slot_slow's, as before. */
+ * (this thread's note of it, else the lookup) and goes on with no frame
+ * of its own: to jemalloc's own malloc, or to the promoted site's class.
+ * The rest is slot_slow's, as before. */
 __attribute__((noinline)) void *hp_route_slot(size_t size,
     const uintptr_t *ra, bool zero) {
 	uintptr_t ret = *ra;
 	unsigned i = (uint8_t)ret;
 	if (hp_likely(size < __atomic_load_n(&hp_threshold, __ATOMIC_ACQUIRE) &&
-	    hp_slot_pinned(i) && !hp_sample_busy) && hp_sample_skip(size)) {
-		hp_slot_settle(i);
-		if (hp_key_placed(ret, (const char *)ra))
-			return hp_ll_size != 0 ? placed_ll(size, zero) :
-			    placed_huge(size, zero);
-		return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+	    !hp_sample_busy)) {
+		/* A site this thread found placed, its key unchanged since. */
+		if (hp_likely(hp_ra_hit(ret))) {
+			if (hp_sample_skip(size)) {
+				hp_slot_settle(i);
+				return placed(size, zero);
+			}
+		} else if (hp_slot_pinned(i) && hp_sample_skip(size)) {
+			hp_slot_settle(i);
+			if (hp_key_placed(ret, (const char *)ra))
+				return placed_noted(size, zero, ret);
+			return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+		}
 	}
 	return slot_slow(size, ra, zero);
 }

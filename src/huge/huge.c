@@ -326,6 +326,23 @@ void *hp_huge_small(size_t size, bool zero) {
 	return p;
 }
 
+/* The two above when this thread's cache can serve them on jemalloc's
+ * fast paths (je/jetc.c): no lock, no system call, errno untouched. A
+ * thread has a cache once hp_huge_small has run on it, and so once the
+ * arena is made. */
+void *hp_huge_small_try(size_t size) {
+	unsigned tc = tcache_id;
+	void *p = hp_likely(tc != 0) ? hp_je_tc_try_malloc(size, tc - 1) : NULL;
+	hp_assert(p == NULL || hp_region_contains(p));
+	return p;
+}
+
+bool hp_huge_free_try(void *p) {
+	hp_assert(hp_region_contains(p));
+	unsigned tc = tcache_id;
+	return hp_likely(tc != 0) && hp_je_tc_try_free(p, tc - 1);
+}
+
 void hp_huge_free(void *p) {
 	hp_assert(hp_region_contains(p));
 	hp_je_dallocx(p, tcache_id != 0 ? MALLOCX_TCACHE(tcache_id - 1) :

@@ -67,6 +67,11 @@ unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache);
  * NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
+/* The same from this thread's cache on jemalloc's fast path, and
+ * hp_huge_free's into it: NULL or false, and nothing done, when the
+ * general path must (hp_huge_small, hp_huge_free). */
+void *hp_huge_small_try(size_t size);
+bool hp_huge_free_try(void *p);
 /* Called once when the threads start (the huge class's first allocation,
  * or a program's second thread: core/route.c), after jemalloc's
  * background threads are on: start-up (core/init.c) sets it to start the

@@ -27,6 +27,11 @@ HP_JE_API void *hp_je_rallocx(void *, size_t, int);
 HP_JE_API size_t hp_je_sallocx(const void *, int);
 HP_JE_API void hp_je_dallocx(void *, int);
 HP_JE_API void hp_je_sdallocx(void *, size_t, int);
+/* jetc.c: mallocx and dallocx through explicit cache tc, on jemalloc's
+ * fast paths: NULL or false, and nothing done, where those would leave
+ * the call to the general path (then mallocx or dallocx itself). */
+HP_JE_API void *hp_je_tc_try_malloc(size_t size, unsigned tc);
+HP_JE_API bool hp_je_tc_try_free(void *p, unsigned tc);
 HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
 HP_JE_API size_t hp_je_nallocx(size_t, int);
 HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);

@@ -155,6 +155,25 @@ static inline bool hp_key_placed(uintptr_t ret, const char *ra) {
 	return false;
 }
 
+/* A pinned slot's call, without the lookup: each thread notes the return
+ * addresses whose own keys it found placed (not a wrapper's, whose
+ * callers decide), under hp_key_gen as it was before it looked; every
+ * change of a key's state adds 1 to it. Notes of the current generation
+ * say the key is still placed, so its slot is still pinned, and this
+ * thread holds no credit there (hp_slot_refill credits an unpinned slot
+ * only). One note per way, the return address's low bits its way. */
+#define HP_RA_WAYS 8
+extern HP_TLS uintptr_t hp_ra[HP_RA_WAYS];
+extern HP_TLS uint64_t hp_ra_gen;       /* the notes' generation */
+extern uint64_t hp_key_gen;
+static inline uint64_t hp_key_gen_now(void) {
+	return __atomic_load_n(&hp_key_gen, __ATOMIC_ACQUIRE);
+}
+static inline bool hp_ra_hit(uintptr_t ret) {
+	return hp_ra[ret % HP_RA_WAYS] == ret && hp_ra_gen == hp_key_gen_now();
+}
+/* hp_key_placed(ret) said true: noted if ret's own key is placed. */
+void hp_ra_note(uintptr_t ret);
 
 /* sample.c: sampling, the sample zone, sampled objects' lifetimes. */
 extern uintptr_t hp_zone_base;          /* sampled objects live here */

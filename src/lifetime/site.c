@@ -144,6 +144,30 @@ size_t hp_key_probe(uintptr_t key, size_t i) {
 	return HP_KEYS;
 }
 
+/* Each thread's notes of direct decisions (lifetime.h, hp_ra_hit). */
+HP_TLS uintptr_t hp_ra[HP_RA_WAYS];
+HP_TLS uint64_t hp_ra_gen;
+uint64_t hp_key_gen = 1;
+
+void hp_ra_note(uintptr_t ret) {
+	/* The generation first: a change after it makes the note stale. */
+	uint64_t gen = hp_key_gen_now();
+	/* The slot's first wrapper: its callers decide, without a probe. */
+	if (((__atomic_load_n(&hp_slot_wrapper[(uint8_t)ret], __ATOMIC_RELAXED) ^
+	    ret) << 16) == 0 || gen < hp_ra_gen)
+		return;
+	uintptr_t key = hp_key_of(ret);
+	size_t i = hp_key_probe(key, hp_key_slot(key));
+	if (i == HP_KEYS || HP_KEY_STATE(__atomic_load_n(&hp_keys[i].how,
+	    __ATOMIC_ACQUIRE)) != HP_KEY_PLACED)
+		return;                  /* another wrapper's, or not placed */
+	if (gen != hp_ra_gen) {          /* the older notes are stale */
+		memset(hp_ra, 0, sizeof hp_ra);
+		hp_ra_gen = gen;
+	}
+	hp_ra[ret % HP_RA_WAYS] = ret;
+}
+
 /* The key's slot, made if new, under root and ending with frame at
  * level; -1 if the table is full. Lock held. */
 static long key_get(uintptr_t key, uintptr_t root, uintptr_t frame,
@@ -200,6 +224,8 @@ static void key_update(long i) {
 		hp_slot_wrap(k->root, k->stride, st == HP_KEY_WRAPPER);
 	if ((st == HP_KEY_PLACED) != (was == HP_KEY_PLACED))
 		hp_slot_pin(k->root, st == HP_KEY_PLACED);
+	/* Every thread's noted decisions are stale. */
+	__atomic_fetch_add(&hp_key_gen, 1, __ATOMIC_RELEASE);
 }
 
 /* A sample measured stride below key i's frame (0: not known). */
