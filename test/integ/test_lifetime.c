@@ -468,19 +468,21 @@ Test(lifetime, exit_from_signal_handler_does_not_hang) {
 	char dir[] = "/tmp/hp-exitsig.XXXXXX", cmd[1600];
 	cr_assert(mkdtemp(dir) != NULL);
 	/* exitsig alone under the library (a wrapper under it would leave a
-	 * record), watched for 60 s: a run still there then (and not a
-	 * zombie) has hung, and its threads' stacks go to stderr (gdb, where
-	 * the host has it) before it is killed: exit 137. */
+	 * record), waited for with a 60 s watchdog: a run still there then
+	 * has hung, and its threads' stacks go to stderr (gdb, where the host
+	 * has it) before it is killed: exit 137. The shell's wait returns as
+	 * the run ends (no polling: a run took 0.15 s, the poll's 0.1 s steps
+	 * and its processes added about a third), and the watchdog, ended
+	 * then, takes its sleep with it. */
 	snprintf(cmd, sizeof cmd, "env LD_PRELOAD=%s HUGEPRELOAD_CONF="
 	    "lifetime_sample:4k,lifetime_sample_rate:0,stats_print:true,"
 	    "lifetime_record:%s/p.%%p "
 	    "%s 3 & p=$!; "
-	    "up() { s=$(cat /proc/$p/stat 2>/dev/null) || return 1; "
-	    "s=${s##*\") \"}; [ \"${s%%%% *}\" != Z ]; }; "
-	    "i=0; while up && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
-	    "if up; then command -v gdb >/dev/null && gdb -p $p -batch -ex "
+	    "( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 60 & s=$!; "
+	    "wait $s; command -v gdb >/dev/null && gdb -p $p -batch -ex "
 	    "'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2; "
-	    "kill -9 $p; wait $p; exit 137; fi; wait $p",
+	    "kill -9 $p ) & w=$!; "
+	    "wait $p; st=$?; kill $w 2>/dev/null; wait $w; exit $st",
 	    hp_path("libhugepreload.so"), dir, hp_path("exitsig"));
 	int hung = 0, tmps = 0, partial = 0, runs = 0, lines = 0;
 	for (; runs < EXIT_RUNS && hung == 0 && tmps == 0 && partial == 0;
