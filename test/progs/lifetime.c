@@ -54,6 +54,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <malloc.h>
 #include "hpclass.h"
@@ -370,11 +371,44 @@ static int handback(long threads) {
  * the set handed to them; meanwhile the main thread forks 20 children,
  * each of which checks and frees the sets left in the slots, makes and
  * frees nodes of its own and exits 1 on a wrong byte.
+ *
+ * While a child lives, every thread goes through CF_CYCLES whole rounds
+ * (make, hand over, check and free) that begin after the child has
+ * started, so that the parent writes its sets and its pages while the
+ * child still shares them; the child does not exit before they are
+ * done. Then the threads wait until it has been reaped, and the child
+ * has the CPUs to itself: with all eight threads writing to the end of
+ * each child, on 2 cores a child of some 70 ms of work lived 0.25-0.5 s,
+ * and the 20 of them most of the run.
  */
-enum { CF = 20000, CF_FORKS = 20 };
+enum { CF = 20000, CF_FORKS = 20, CF_CYCLES = 2 };
 static void **cf_slot[64];
 static volatile int cf_stop, cf_started;
 static long cf_bad, cf_sets, cf_huge, cf_seen;
+/* Shared with the children (MAP_SHARED): each thread's count of whole
+ * rounds, and the counts as the living child found them when it started
+ * (snap_set once they are written). */
+static struct cf_shared {
+	long rounds[64], snap[64];
+	int snap_set;
+} *cf_sh;
+static int cf_hold;                   /* a child lives: threads may wait */
+static pthread_mutex_t cf_gate = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cf_reaped = PTHREAD_COND_INITIALIZER;
+
+/* A thread's round is done: it waits, if the living child has seen it
+ * through CF_CYCLES rounds since it started, until that child is reaped. */
+static void cf_round_done(long id) {
+	long done = __atomic_add_fetch(&cf_sh->rounds[id], 1, __ATOMIC_ACQ_REL);
+	if (!__atomic_load_n(&cf_hold, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&cf_sh->snap_set, __ATOMIC_ACQUIRE) ||
+	    done < __atomic_load_n(&cf_sh->snap[id], __ATOMIC_ACQUIRE) + CF_CYCLES)
+		return;
+	pthread_mutex_lock(&cf_gate);
+	while (cf_hold && !cf_stop)
+		pthread_cond_wait(&cf_reaped, &cf_gate);
+	pthread_mutex_unlock(&cf_gate);
+}
 
 static void **cf_make(long id) {
 	void **set = malloc(CF * sizeof *set);
@@ -411,6 +445,7 @@ static void *cf_thread(void *arg) {
 		if (theirs != NULL)
 			bad += cf_check_free(theirs, prev);
 		sets++;
+		cf_round_done(id);
 	}
 	__atomic_fetch_add(&cf_bad, bad, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&cf_sets, sets, __ATOMIC_RELAXED);
@@ -464,6 +499,10 @@ static cf_view_t cf_before;
  * not (fork copied pages of the huge class), as the kernel shows this
  * process's mappings before it allocates. */
 static int cf_child(void) {
+	for (long id = 0; id < hb_threads; id++)
+		__atomic_store_n(&cf_sh->snap[id], __atomic_load_n(
+		    &cf_sh->rounds[id], __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	__atomic_store_n(&cf_sh->snap_set, 1, __ATOMIC_RELEASE);
 	cf_view_t now = cf_look();
 	int copied = 0;
 	/* A copied arena is THP here: no longer the same hugetlb mapping. */
@@ -478,6 +517,17 @@ static int cf_child(void) {
 			bad += cf_check_free(cf_slot[id], id);
 	for (int k = 0; k < 5; k++)
 		bad += cf_check_free(cf_make(k), k);
+	/* Not gone before the parent's threads have written through their
+	 * rounds (at most 60 s). */
+	for (int ms = 0; ms < 60000; ms++) {
+		long id = 0;
+		while (id < hb_threads && __atomic_load_n(&cf_sh->rounds[id],
+		    __ATOMIC_ACQUIRE) >= cf_sh->snap[id] + CF_CYCLES)
+			id++;
+		if (id == hb_threads)
+			break;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
 	return bad != 0 ? 1 : copied;
 }
 
@@ -495,6 +545,10 @@ static int crossfork(long threads, long before_mib, long after_mib) {
 	if (threads < 2 || threads > 64)
 		return 2;
 	hb_threads = threads;
+	cf_sh = mmap(NULL, sizeof *cf_sh, PROT_READ | PROT_WRITE, MAP_SHARED |
+	    MAP_ANONYMOUS, -1, 0);
+	if (cf_sh == MAP_FAILED)
+		return 5;
 	char *before = cf_block(before_mib), *after = NULL;
 	cf_blk[0] = before, cf_blk_len[0] = before_mib << 20;
 	pthread_t t[64];
@@ -522,12 +576,18 @@ static int crossfork(long threads, long before_mib, long after_mib) {
 		struct timespec d = {0, 50000000};
 		nanosleep(&d, NULL);
 		cf_before = cf_look();
+		__atomic_store_n(&cf_sh->snap_set, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&cf_hold, 1, __ATOMIC_RELEASE);
 		pid_t pid = fork();
 		if (pid == 0)
 			_exit(cf_child());
 		int st = 0;
 		bool done = pid > 0 && waitpid(pid, &st, 0) == pid &&
 		    WIFEXITED(st) && WEXITSTATUS(st) != 1;
+		pthread_mutex_lock(&cf_gate);
+		__atomic_store_n(&cf_hold, 0, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&cf_reaped);
+		pthread_mutex_unlock(&cf_gate);
 		copied += done && (WEXITSTATUS(st) & 2);
 		huge_copied += done && (WEXITSTATUS(st) & 4);
 		failed += !done;
