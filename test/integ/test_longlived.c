@@ -139,15 +139,27 @@ Test(longlived, freed_objects_never_reach_another_site_jemalloc) {
 	handback("jemalloc");
 }
 
+/* A profile that promotes the index site, in prof: the replays that use
+ * it (crossfork, release) check where the index nodes went, so a profile
+ * that did not promote the site fails them. Learned with lifetime_ms:100
+ * and a warm-up of 1 s, ten times the time a sample needs to turn
+ * long-lived, as test_wrapper.c's runs learn: the program's default 2.5 s
+ * waits out the default 250 ms, 1.5 s more for the same profile. */
+static void record(char *prof, size_t n, const char *tag) {
+	char conf[300];
+	snprintf(prof, n, "/tmp/hp-ll-%s.%d.prof", tag, (int)getpid());
+	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_ms:100,"
+	    "lifetime_record:%s", prof);
+	hp_run_t a = index_run(conf, "LT_WARMUP_S=1");
+	hp_run_free(&a);
+}
+
 /* lifetime crossfork 8 BEFORE AFTER under a replay of a profile that
  * promotes the index site (recorded first), long_lived:mimalloc. */
 static hp_run_t crossfork(const char *before, const char *after,
     const char *extra) {
 	char prof[128], conf[400];
-	snprintf(prof, sizeof prof, "/tmp/hp-ll-fork.%d.prof", (int)getpid());
-	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
-	hp_run_t a = index_run(conf, NULL);
-	hp_run_free(&a);
+	record(prof, sizeof prof, "fork");
 	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:mimalloc,"
 	    "lifetime_profile:%s,stats_print:true%s", prof, extra);
 	const char *argv[] = {hp_path("lifetime"), "crossfork", "8", before,
@@ -251,15 +263,6 @@ Test(longlived, pool_pages_first, .fini = restore) {
 	cr_assert_eq(hp_kv(&r, "errno_changed"), 0, "%s", r.out);
 	cr_assert_gt(ll_counter(&r, "thp_bytes "), 0);
 	hp_run_free(&r);
-}
-
-/* A profile that promotes the index site, in prof. */
-static void record(char *prof, size_t n, const char *tag) {
-	char conf[300];
-	snprintf(prof, n, "/tmp/hp-ll-%s.%d.prof", tag, (int)getpid());
-	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
-	hp_run_t a = index_run(conf, NULL);
-	hp_run_free(&a);
 }
 
 static hp_run_t release_run(const char *prof, const char *keep,
