@@ -229,9 +229,11 @@ $(DBG_COPIES): $(DEBUG)/%: $(BUILD)/%
 # The release suite, then the debug one: both summaries, and a failure of
 # either fails the target. The failed tests' reports (run-tests keeps them
 # in BUILD/failed-tests.txt) are repeated last, where a cut log keeps them.
+# What they run is built one job per CPU unless make was given -j (on 2
+# cores, 40-57 s instead of 69-78 s).
 test:
 	scripts/setup-deps test
-	$(MAKE) tests
+	$(MAKE) $(if $(findstring -j,$(MAKEFLAGS)),,-j$$(nproc)) tests
 	scripts/check-layers $(BUILD) $(DEBUG) && scripts/test-check-layers $(BUILD); \
 	l=$$?; scripts/run-tests $(BUILD); r=$$?; scripts/run-tests $(DEBUG); d=$$?; \
 	for f in $(BUILD)/failed-tests.txt $(DEBUG)/failed-tests.txt; do \
