@@ -110,14 +110,16 @@ Test(longlived, jemalloc_setting_keeps_the_huge_arena) {
 
 /* The handback program under a profile that promotes the index site:
  * nodes freed by their own thread, then by another thread's, are never
- * handed to the request site (all request buffers small-class, nh). */
+ * handed to the request site (all request buffers small-class, nh). The
+ * profile is learned as record() below learns it (lifetime_ms:100, a
+ * 1 s warm-up); nodes_huge_frac_min fails if it missed the site. */
 static void handback(const char *setting) {
 	char prof[128], conf[400];
 	snprintf(prof, sizeof prof, "/tmp/hp-ll-%s.%d.prof", setting,
 	    (int)getpid());
 	snprintf(conf, sizeof conf, "lifetime:learn,long_lived:%s,"
-	    "lifetime_record:%s", setting, prof);
-	hp_run_t a = index_run(conf, NULL);
+	    "lifetime_ms:100,lifetime_record:%s", setting, prof);
+	hp_run_t a = index_run(conf, "LT_WARMUP_S=1");
 	hp_run_free(&a);
 	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:%s,"
 	    "lifetime_profile:%s", setting, prof);
