@@ -29,9 +29,19 @@ static hp_run_t run_env(const char *const *argv, const char *conf,
 	return r;
 }
 
-static hp_run_t index_run(const char *conf, const char *extra) {
+/* Learning here is the means to promote the index site: with
+ * lifetime_ms:100 and a warm-up of 1 s (LT_WARMUP_S), ten times the time
+ * a sample needs to turn long-lived, as test_wrapper.c's runs learn (the
+ * program's default 2.5 s waits out the default 250 ms: 1.5 s more a
+ * run). Every check of where the nodes and the request buffers went, and
+ * of the class's counters, is made as before; learning's own defaults are
+ * test_lifetime.c's. */
+#define LEARN "lifetime:learn,lifetime_ms:100"
+#define WARMUP "LT_WARMUP_S=1"
+
+static hp_run_t index_run(const char *conf) {
 	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
-	return run_env(argv, conf, extra);
+	return run_env(argv, conf, WARMUP);
 }
 
 /* A counter of the class at exit: the third column of a text line. */
@@ -63,8 +73,8 @@ static void placed_right(const hp_run_t *r) {
 }
 
 Test(longlived, index_in_the_class_requests_in_nh) {
-	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
-	    "verbose:true,stats_print:true", NULL);
+	hp_run_t r = index_run(LEARN ",long_lived:mimalloc,verbose:true,"
+	    "stats_print:true");
 	placed_right(&r);
 	unsigned long lo, hi;
 	ll_range(&r, &lo, &hi);
@@ -89,8 +99,8 @@ Test(longlived, index_in_the_class_requests_in_nh) {
  * that still makes the arena, and is the huge class's (the program's
  * 64 MiB request; its 16 MiB array stays under this threshold). */
 Test(longlived, huge_class_after_the_long_lived_class) {
-	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
-	    "large_threshold:64m", NULL);
+	hp_run_t r = index_run(LEARN ",long_lived:mimalloc,"
+	    "large_threshold:64m");
 	placed_right(&r);
 	cr_assert_eq(hp_kv(&r, "big_class"), HUGEPRELOAD_CLASS_HUGE, "%s",
 	    r.out);
@@ -98,8 +108,7 @@ Test(longlived, huge_class_after_the_long_lived_class) {
 }
 
 Test(longlived, jemalloc_setting_keeps_the_huge_arena) {
-	hp_run_t r = index_run("lifetime:learn,long_lived:jemalloc,"
-	    "stats_print:true", NULL);
+	hp_run_t r = index_run(LEARN ",long_lived:jemalloc,stats_print:true");
 	placed_right(&r);
 	cr_assert_null(strstr(r.err, "long_lived\n"), "no class column:\n%s",
 	    r.err);
@@ -110,16 +119,15 @@ Test(longlived, jemalloc_setting_keeps_the_huge_arena) {
 
 /* The handback program under a profile that promotes the index site:
  * nodes freed by their own thread, then by another thread's, are never
- * handed to the request site (all request buffers small-class, nh). The
- * profile is learned as record() below learns it (lifetime_ms:100, a
- * 1 s warm-up); nodes_huge_frac_min fails if it missed the site. */
+ * handed to the request site (all request buffers small-class, nh);
+ * nodes_huge_frac_min fails if the profile missed the site. */
 static void handback(const char *setting) {
 	char prof[128], conf[400];
 	snprintf(prof, sizeof prof, "/tmp/hp-ll-%s.%d.prof", setting,
 	    (int)getpid());
-	snprintf(conf, sizeof conf, "lifetime:learn,long_lived:%s,"
-	    "lifetime_ms:100,lifetime_record:%s", setting, prof);
-	hp_run_t a = index_run(conf, "LT_WARMUP_S=1");
+	snprintf(conf, sizeof conf, LEARN ",long_lived:%s,lifetime_record:%s",
+	    setting, prof);
+	hp_run_t a = index_run(conf);
 	hp_run_free(&a);
 	snprintf(conf, sizeof conf, "lifetime:replay,long_lived:%s,"
 	    "lifetime_profile:%s", setting, prof);
@@ -143,16 +151,12 @@ Test(longlived, freed_objects_never_reach_another_site_jemalloc) {
 
 /* A profile that promotes the index site, in prof: the replays that use
  * it (crossfork, release) check where the index nodes went, so a profile
- * that did not promote the site fails them. Learned with lifetime_ms:100
- * and a warm-up of 1 s, ten times the time a sample needs to turn
- * long-lived, as test_wrapper.c's runs learn: the program's default 2.5 s
- * waits out the default 250 ms, 1.5 s more for the same profile. */
+ * that did not promote the site fails them. */
 static void record(char *prof, size_t n, const char *tag) {
 	char conf[300];
 	snprintf(prof, n, "/tmp/hp-ll-%s.%d.prof", tag, (int)getpid());
-	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_ms:100,"
-	    "lifetime_record:%s", prof);
-	hp_run_t a = index_run(conf, "LT_WARMUP_S=1");
+	snprintf(conf, sizeof conf, LEARN ",lifetime_record:%s", prof);
+	hp_run_t a = index_run(conf);
 	hp_run_free(&a);
 }
 
@@ -242,8 +246,8 @@ Test(longlived, fork_copies_the_huge_class_pages_first, .fini = restore) {
  * and fills them before THP. */
 Test(longlived, pool_pages_first, .fini = restore) {
 	require_pool("64");
-	hp_run_t r = index_run("lifetime:learn,long_lived:mimalloc,"
-	    "stats_print:true,verbose:true", NULL);
+	hp_run_t r = index_run(LEARN ",long_lived:mimalloc,stats_print:true,"
+	    "verbose:true");
 	/* hugetlb areas have no "hg" flag: they are huge pages anyway. */
 	cr_assert_geq(hp_kv(&r, "late_nodes_huge_frac"), 0.9, "%s", r.out);
 	cr_assert_geq(hp_kv(&r, "late_nodes_hg_frac") + hp_kv(&r,
@@ -321,10 +325,10 @@ Test(longlived, mimalloc_options_held) {
 	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
 	/* No catch-up (maintain_ms an hour), as in test_lifetime.c's
 	 * broken_profiles: the two programs at once. */
-	const char *conf = "HUGEPRELOAD_CONF=lifetime:learn,long_lived:mimalloc,"
+	const char *conf = "HUGEPRELOAD_CONF=" LEARN ",long_lived:mimalloc,"
 	    "backing:thp,maintain_ms:3600000";
-	const char *env0[] = {conf, "MIMALLOC_PAGE_RESET=1", NULL};
-	const char *env1[] = {conf, "MIMALLOC_ALLOW_DECOMMIT=1", NULL};
+	const char *env0[] = {conf, WARMUP, "MIMALLOC_PAGE_RESET=1", NULL};
+	const char *env1[] = {conf, WARMUP, "MIMALLOC_ALLOW_DECOMMIT=1", NULL};
 	hp_proc_t p0 = hp_start(argv, env0, true, NULL);
 	hp_proc_t p1 = hp_start(argv, env1, true, NULL);
 	hp_run_t r = hp_wait(p0), r1 = hp_wait(p1);
@@ -349,8 +353,8 @@ Test(longlived, without_libmimalloc) {
 		cr_skip_test("%s is not installed", MI_LIB);
 	hp_run_t r = hp_script(
 	    "unshare -m sh -c \"mount --bind /dev/null " MI_LIB " && "
-	    "exec env LD_PRELOAD=$B/libhugepreload.so $B/lifetime index 2000000\"",
-	    "lifetime:learn,long_lived:mimalloc,stats_print:true");
+	    "exec env LD_PRELOAD=$B/libhugepreload.so " WARMUP " $B/lifetime "
+	    "index 2000000\"", LEARN ",long_lived:mimalloc,stats_print:true");
 	if (r.code != 0 && strstr(r.err, "unshare"))
 		cr_skip_test("no mount namespace here: %s", r.err);
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
@@ -371,8 +375,8 @@ Test(longlived, program_with_its_own_libmimalloc) {
 	snprintf(pre, sizeof pre, "LD_PRELOAD=%s %s", hp_path("libhugepreload.so"),
 	    MI_LIB);
 	const char *argv[] = {hp_path("lifetime"), "index", "2000000", NULL};
-	const char *env[] = {"HUGEPRELOAD_CONF=lifetime:learn,long_lived:mimalloc",
-	    pre, NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=" LEARN ",long_lived:mimalloc",
+	    pre, WARMUP, NULL};
 	hp_run_t r = hp_run(argv, env, false, NULL);
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
@@ -388,8 +392,8 @@ Test(longlived, program_with_its_own_libmimalloc) {
  * text, JSON and Prometheus. */
 Test(longlived, counters_match_smaps) {
 	hp_run_t r = hp_script(
-	    "start env LD_PRELOAD=${B}libhugepreload.so ${B}lifetime index "
-	    "2000000 hold; "
+	    "start env LD_PRELOAD=${B}libhugepreload.so " WARMUP " ${B}lifetime "
+	    "index 2000000 hold; "
 	    "ready() { $HP stat $pid > $T/s 2>/dev/null && "
 	    "grep -q '^smaps of the long-lived' $T/s; }; until_ok ready; "
 	    "grep -E '^(smaps of the long-lived|allocations|live_bytes)' $T/s; "
@@ -402,7 +406,7 @@ Test(longlived, counters_match_smaps) {
 	    "k[\"long_lived_range_huge_bytes\"]))'; "
 	    "$HP stat $pid --prometheus > $T/p; python3 ${B}promcheck.py < $T/p; "
 	    "echo prom_series=$(grep -c 'arena=\"long_lived\"' $T/p); "
-	    "kill $pid; wait", "lifetime:learn,long_lived:mimalloc");
+	    "kill $pid; wait", LEARN ",long_lived:mimalloc");
 	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
 	unsigned long res, huge, cres, chuge;
 	const char *l = strstr(r.out, "smaps of the long-lived class's range:");
