@@ -12,13 +12,26 @@
 
 #define NODES "2000000"
 
-static hp_run_t run_conf_any(const char *conf, const char *const *argv) {
+/* A warm-up of 1 s instead of the index program's 2.5 s, for runs under
+ * lifetime_ms:100 (LEARN: ten times the time a sample needs to turn
+ * long-lived, as test_wrapper.c's runs learn) or that do not learn. The
+ * 2.5 s waits out the default 250 ms, which learn_promotes_the_index_site_
+ * only keeps. */
+#define WARMUP "LT_WARMUP_S=1"
+#define LEARN "lifetime:learn,lifetime_ms:100"
+
+static hp_run_t run_conf_env(const char *conf, const char *extra,
+    const char *const *argv) {
 	char env0[600];
 	snprintf(env0, sizeof env0, "HUGEPRELOAD_CONF=%s", conf);
-	const char *env[] = {env0, NULL};
+	const char *env[] = {env0, extra, NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
 	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
 	return r;
+}
+
+static hp_run_t run_conf_any(const char *conf, const char *const *argv) {
+	return run_conf_env(conf, NULL, argv);
 }
 
 static hp_run_t run_conf(const char *conf, const char *const *argv) {
@@ -27,9 +40,16 @@ static hp_run_t run_conf(const char *conf, const char *const *argv) {
 	return r;
 }
 
-static hp_run_t index_run(const char *conf) {
+/* The index program with extra in its environment (NULL: none). */
+static hp_run_t index_run_env(const char *conf, const char *extra) {
 	const char *argv[] = {hp_path("lifetime"), "index", NODES, NULL};
-	return run_conf(conf, argv);
+	hp_run_t r = run_conf_env(conf, extra, argv);
+	cr_assert_eq(hp_kv(&r, "data_ok"), 1);
+	return r;
+}
+
+static hp_run_t index_run(const char *conf) {
+	return index_run_env(conf, NULL);
 }
 
 /* A counter of the text stats printed at exit ("lifetime_samples  12"). */
@@ -51,8 +71,10 @@ static void placed_right(const hp_run_t *r) {
 	cr_assert_eq(hp_kv(r, "requests_huge_frac"), 0, "%s", r->out);
 }
 
+/* Were anything learned under lifetime:off, lifetime_ms:100 and the 1 s
+ * warm-up would have promoted the index site, as in the runs that learn. */
 Test(lifetime, off_places_by_size_alone) {
-	hp_run_t r = index_run("lifetime:off");
+	hp_run_t r = index_run_env("lifetime:off,lifetime_ms:100", WARMUP);
 	cr_assert_eq(hp_kv(&r, "late_nodes_huge_frac"), 0, "%s", r.out);
 	cr_assert_eq(hp_kv(&r, "late_nodes_nh_frac"), 1, "%s", r.out);
 	hp_run_free(&r);
@@ -76,20 +98,12 @@ Test(lifetime, learn_promotes_the_index_site_only) {
 /* A learning run of the index program that records its profile in prof;
  * conf becomes the policy that replays it. The replays check that the
  * index site was promoted (the first node, or every node, on huge pages),
- * so a profile that missed it fails them. Learned with lifetime_ms:100
- * and a warm-up of 1 s, ten times the time a sample needs to turn
- * long-lived, as test_wrapper.c's runs learn: the program's default 2.5 s
- * waits out the default 250 ms, 1.5 s more for the same profile. */
+ * so a profile that missed it fails them. Learned as LEARN says. */
 static hp_run_t record_profile(const char *tag, char *prof, size_t pn,
     char *conf, size_t cn) {
 	profile_path(prof, pn, tag);
-	snprintf(conf, cn, "HUGEPRELOAD_CONF=lifetime:learn,lifetime_ms:100,"
-	    "lifetime_record:%s", prof);
-	const char *env[] = {conf, "LT_WARMUP_S=1", NULL};
-	const char *argv[] = {hp_path("lifetime"), "index", NODES, NULL};
-	hp_run_t a = hp_run(argv, env, true, NULL);
-	cr_assert_eq(a.code, 0, "exit %d\n%s%s", a.code, a.out, a.err);
-	cr_assert_eq(hp_kv(&a, "data_ok"), 1);
+	snprintf(conf, cn, LEARN ",lifetime_record:%s", prof);
+	hp_run_t a = index_run_env(conf, WARMUP);
 	snprintf(conf, cn, "lifetime:replay,lifetime_profile:%s", prof);
 	return a;
 }
@@ -98,7 +112,7 @@ Test(lifetime, replay_places_the_first_node_across_aslr) {
 	char prof[128], conf[300];
 	hp_run_t a = record_profile("replay", prof, sizeof prof, conf,
 	    sizeof conf);
-	hp_run_t b = index_run(conf);
+	hp_run_t b = index_run_env(conf, WARMUP);     /* replayed: no learning */
 	cr_assert_neq(hp_kv(&a, "code_at"), hp_kv(&b, "code_at"),
 	    "the program loaded at the same address twice: no ASLR?");
 	cr_assert_eq(hp_kv(&b, "first_node_huge_frac"), 1, "%s", b.out);
@@ -110,8 +124,8 @@ Test(lifetime, replay_places_the_first_node_across_aslr) {
 }
 
 /* Broken profiles: for each, one line that says what is wrong, and the
- * run learns. The runs do not depend on each other and mostly wait out
- * the index program's 2.5 s of warm-up traffic: they run at once, on THP
+ * run learns (as LEARN learns). The runs do not depend on each other and
+ * mostly wait out the index program's warm-up: they run at once, on THP
  * (backing:thp), so that together they cannot empty a hugetlb pool the
  * host keeps, whose line would be a second one. */
 typedef struct {
@@ -137,9 +151,9 @@ static void broken_profiles(const broken_t *b, size_t n) {
 		 * (docs/lifetime.md), which placed_right does not allow;
 		 * catch-up has tests of its own. */
 		snprintf(env0[i], sizeof env0[i], "HUGEPRELOAD_CONF=lifetime:%s,"
-		    "lifetime_profile:%s,backing:thp,maintain_ms:3600000",
-		    b[i].mode, prof[i]);
-		const char *env[] = {env0[i], NULL};
+		    "lifetime_ms:100,lifetime_profile:%s,backing:thp,"
+		    "maintain_ms:3600000", b[i].mode, prof[i]);
+		const char *env[] = {env0[i], WARMUP, NULL};
 		const char *argv[] = {hp_path("lifetime"), "index", NODES, NULL};
 		p[i] = hp_start(argv, env, true, NULL);
 	}
@@ -185,8 +199,9 @@ Test(lifetime, profile_entries_apply_once_dlopened) {
 	profile_path(prof, sizeof prof, "dl");
 	const char *argv[] = {hp_path("lifetime"), "dl", NODES,
 	    hp_path("libltsite.so"), NULL};
-	snprintf(conf, sizeof conf, "lifetime:learn,lifetime_record:%s", prof);
-	hp_run_t a = run_conf(conf, argv);
+	snprintf(conf, sizeof conf, LEARN ",lifetime_record:%s", prof);
+	hp_run_t a = run_conf_env(conf, WARMUP, argv);
+	cr_assert_eq(hp_kv(&a, "data_ok"), 1);
 	FILE *f = fopen(prof, "r");
 	cr_assert(f != NULL);
 	char line[4096];
@@ -197,7 +212,8 @@ Test(lifetime, profile_entries_apply_once_dlopened) {
 	fclose(f);
 	cr_assert(lib_promoted, "no promoted site in the library");
 	snprintf(conf, sizeof conf, "lifetime:replay,lifetime_profile:%s", prof);
-	hp_run_t b = run_conf(conf, argv);
+	hp_run_t b = run_conf_env(conf, WARMUP, argv);
+	cr_assert_eq(hp_kv(&b, "data_ok"), 1);
 	placed_right(&b);
 	unlink(prof);
 	hp_run_free(&a);
