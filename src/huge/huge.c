@@ -196,6 +196,8 @@ unsigned hp_huge_arena(void) {
 	return __atomic_load_n(&huge_ind, __ATOMIC_ACQUIRE);
 }
 
+static void tcache_atfork_child(void);
+
 void hp_huge_atfork_child(void) {
 	/* The child's one thread, the forking one, is its first. */
 	first_thread = (uintptr_t)pthread_self();
@@ -203,6 +205,7 @@ void hp_huge_atfork_child(void) {
 	threads_on = false;
 	ready = false;
 	hp_lock_reinit(&start_lock);
+	tcache_atfork_child();
 }
 
 bool hp_huge_init(const hp_conf_t *c) {
@@ -292,9 +295,15 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 
 /* Promoted small objects come from the huge arena through an explicit
  * tcache per thread, made on the thread's first such allocation and
- * destroyed with the thread; objects freed by that thread go back into
- * it, and by other threads straight to the arena. */
+ * destroyed with the thread; objects that a thread with a cache frees go
+ * into its own cache (whichever thread made them), those of a thread
+ * without one straight to the arena. jemalloc never collects explicit
+ * caches by time: a cache holds what its bins hold until it is full. */
 static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
+/* In a fork child, the forking thread's cache, set aside so that its
+ * first promoted allocation misses the fast path and restarts the
+ * threads (hp_huge_small: started()), then takes it back. */
+static HP_TLS unsigned tcache_parked;
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
@@ -311,6 +320,10 @@ static void tcache_key_init(void) {
 void *hp_huge_small(size_t size, bool zero) {
 	if (!started())
 		return NULL;
+	if (hp_unlikely(tcache_id == 0) && tcache_parked != 0) {
+		tcache_id = tcache_parked;
+		tcache_parked = 0;
+	}
 	if (hp_unlikely(tcache_id == 0)) {
 		unsigned id;
 		size_t sz = sizeof id;
@@ -335,6 +348,11 @@ void *hp_huge_small_try(size_t size) {
 	void *p = hp_likely(tc != 0) ? hp_je_tc_try_malloc(size, tc - 1) : NULL;
 	hp_assert(p == NULL || hp_region_contains(p));
 	return p;
+}
+
+static void tcache_atfork_child(void) {
+	tcache_parked = tcache_id;
+	tcache_id = 0;
 }
 
 bool hp_huge_free_try(void *p) {

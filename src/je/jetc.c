@@ -4,18 +4,22 @@
  * looked up, the allocation events counted, one object popped from or
  * pushed to a cache bin), done for a cache made with "tcache.create".
  * jemalloc's mallocx and dallocx take a general path for such a cache
- * (about 245 instructions a pair against its fast paths' 63); a promoted
- * site's objects, which go to the huge arena through a cache of their
- * own per thread (huge/huge.c), take these.
+ * (245 instructions a pair, where malloc and free take 80.54 with the
+ * loop that counts them: docs/benchmarks.md); a promoted site's objects,
+ * which go to the huge arena through a cache of their own per thread
+ * (huge/huge.c), take these.
  *
  * Built against the internal headers of the jemalloc the library embeds:
  * Debian's source package of the same version, configured with Debian's
  * options (scripts/jemalloc-headers), so every structure these inline
- * functions read has the layout of the archive's. Whatever the fast path
- * does not cover (a size past the lookup table, an event due, the thread
- * not yet nominal, a bin empty or full, an object not on a slab) is left
- * to jemalloc's own mallocx and dallocx: each function here says whether
- * it did the work, and does nothing when it did not.
+ * functions read has the layout of the archive's; the sizes of the
+ * address map and of the thread's state are checked against the
+ * archive's objects (hp_je_layout.h), so a mismatch stops the build.
+ * Whatever the fast path does not cover (a size past the lookup table,
+ * an event due, the thread not yet nominal, a bin empty or full, an
+ * object not on a slab) is left to jemalloc's own mallocx and dallocx:
+ * each function here says whether it did the work, and does nothing when
+ * it did not.
  *
  * This file includes jemalloc's headers only, none of the library's:
  * the two sets name things alike.
@@ -25,6 +29,12 @@
 #include <jemalloc/internal/emap.h>
 #include <jemalloc/internal/sz.h>
 #include <jemalloc/internal/thread_event.h>
+#include <hp_je_layout.h>
+
+_Static_assert(sizeof(emap_t) == HP_JE_EMAP_SIZE, "jemalloc's address map "
+    "in these headers is not the embedded archive's (LG_VADDR?)");
+_Static_assert(sizeof(tsd_t) == HP_JE_TSD_SIZE, "jemalloc's thread state in "
+    "these headers is not the embedded archive's");
 
 #define HP_HIDDEN __attribute__((visibility("hidden")))
 
@@ -32,7 +42,7 @@ HP_HIDDEN void *hp_je_tc_try_malloc(size_t size, unsigned tc);
 HP_HIDDEN bool hp_je_tc_try_free(void *p, unsigned tc);
 
 /* The cache made as explicit cache tc, or NULL while jemalloc has none
- * there (never made, destroyed, or to be made again after a fork). */
+ * there (destroyed, or flushed by tcache.flush and to be made again). */
 static inline tcache_t *explicit_cache(unsigned tc) {
 	tcache_t *t = tcaches[tc].tcache;
 	return (uintptr_t)t > (uintptr_t)TCACHES_ELM_NEED_REINIT ? t : NULL;

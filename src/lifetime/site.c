@@ -161,11 +161,19 @@ void hp_ra_note(uintptr_t ret) {
 	if (i == HP_KEYS || HP_KEY_STATE(__atomic_load_n(&hp_keys[i].how,
 	    __ATOMIC_ACQUIRE)) != HP_KEY_PLACED)
 		return;                  /* another wrapper's, or not placed */
+	/* A signal handler's allocation may note too, between any two of
+	 * these steps: the notes are cleared before their generation moves
+	 * on, and a note made after a handler moved it on is taken back. */
 	if (gen != hp_ra_gen) {          /* the older notes are stale */
 		memset(hp_ra, 0, sizeof hp_ra);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		hp_ra_gen = gen;
 	}
-	hp_ra[ret % HP_RA_WAYS] = ret;
+	uintptr_t *e = &hp_ra[ret % HP_RA_WAYS];
+	*e = ret;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (hp_ra_gen != gen)
+		*e = 0;
 }
 
 /* The key's slot, made if new, under root and ending with frame at

@@ -414,6 +414,11 @@ Test(lifetime, promoted_objects_go_back_where_they_came_from) {
 	 * otherwise, the cache's refills and flushes. */
 	cr_assert_geq(hp_kv(&r, "thread_net_nodes"), 1, "%s", r.out);
 	cr_assert_geq(hp_kv(&r, "thread_deallocated_nodes"), 1, "%s", r.out);
+	/* Nor twice: the nodes' array is the rest of the net count. */
+	cr_assert_leq(hp_kv(&r, "thread_net_nodes"), 1.5, "%s", r.out);
+	cr_assert_leq(hp_kv(&r, "thread_deallocated_nodes"), 1.1, "%s", r.out);
+	/* A fork child served from the cache alone starts the threads. */
+	cr_assert_geq(hp_kv(&r, "fork_child_threads"), 2, "%s", r.out);
 	hp_run_free(&r);
 }
 

@@ -44,6 +44,7 @@
  *                                   another thread's: the class's live_bytes and
  *                                   allocations against malloc_usable_size
  *                                   and the count of what is left */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -341,6 +342,29 @@ static int handback(long threads) {
 	ctl("thread.deallocated", &d[2], &sz, NULL, 0);
 	free(own);
 	check_requests();
+	/* A fork child whose promoted objects all come from and go back to
+	 * the thread's cache (one node at a time) still starts the huge
+	 * class's threads, as its first huge-class allocation does: it
+	 * counts its own threads. */
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		void *one[1];
+		add_nodes(one, 0, 20, false, true);     /* made, freed */
+		int n = 0;
+		DIR *d = opendir("/proc/self/task");
+		for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL; )
+			n += e->d_name[0] != '.';
+		if (d != NULL)
+			closedir(d);
+		printf("fork_child_threads=%d\n", n);
+		fflush(stdout);
+		_exit(0);
+	}
+	int st;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0)
+		return 6;
 	printf("thread_net_nodes=%.3f\nthread_deallocated_nodes=%.3f\n",
 	    (double)((a[1] - a[0]) - (d[1] - d[0])) / (HB * 48.0),
 	    (double)(d[2] - d[1]) / (HB * 48.0));
