@@ -317,6 +317,11 @@ static void tcache_key_init(void) {
 	pthread_key_create(&tcache_key, tcache_destroy);
 }
 
+static void tcache_atfork_child(void) {
+	tcache_parked = tcache_id;
+	tcache_id = 0;
+}
+
 void *hp_huge_small(size_t size, bool zero) {
 	if (!started())
 		return NULL;
@@ -348,11 +353,6 @@ void *hp_huge_small_try(size_t size) {
 	void *p = hp_likely(tc != 0) ? hp_je_tc_try_malloc(size, tc - 1) : NULL;
 	hp_assert(p == NULL || hp_region_contains(p));
 	return p;
-}
-
-static void tcache_atfork_child(void) {
-	tcache_parked = tcache_id;
-	tcache_id = 0;
 }
 
 bool hp_huge_free_try(void *p) {

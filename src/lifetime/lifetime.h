@@ -20,6 +20,14 @@ void hp_slot_pin(uintptr_t key, bool on);
  * calls skip their first lookup (hp_key_placed). */
 #define HP_WRAP_RET (((uint64_t)1 << 48) - 1)
 extern uint64_t hp_slot_wrapper[HP_SLOTS];
+/* The wrapper word of ret's slot, and whether it is ret's own (its low 48
+ * bits: ret, never 0); then its stride is (w >> 48) * 8. */
+static inline uint64_t hp_slot_wrapper_of(uintptr_t ret) {
+	return __atomic_load_n(&hp_slot_wrapper[(uint8_t)ret], __ATOMIC_ACQUIRE);
+}
+static inline bool hp_wraps(uint64_t w, uintptr_t ret) {
+	return ((w ^ ret) << 16) == 0;
+}
 void hp_slot_wrap(uintptr_t ret, int32_t stride, bool on);
 uint64_t hp_slot_refill(unsigned slot, size_t size, bool *pinned);
 void hp_slot_undo(unsigned slot, size_t size);
@@ -128,9 +136,8 @@ static inline bool hp_key_placed(uintptr_t ret, const char *ra) {
 	 * likely so that the compiler lays these 4 instructions in line: a
 	 * call through the wrapper then takes no jump back, and a direct call
 	 * takes the branch instead of falling through, for the same count. */
-	uint64_t w = __atomic_load_n(&hp_slot_wrapper[(uint8_t)ret],
-	    __ATOMIC_ACQUIRE);
-	if (hp_likely(((w ^ ret) << 16) == 0)) { /* low 48 bits: ret (never 0) */
+	uint64_t w = hp_slot_wrapper_of(ret);
+	if (hp_likely(hp_wraps(w, ret))) {
 		ra += (w >> 48) * 8;
 		key = hp_key_mix(key, *(const uintptr_t *)ra);
 	}

@@ -153,8 +153,7 @@ void hp_ra_note(uintptr_t ret) {
 	/* The generation first: a change after it makes the note stale. */
 	uint64_t gen = hp_key_gen_now();
 	/* The slot's first wrapper: its callers decide, without a probe. */
-	if (((__atomic_load_n(&hp_slot_wrapper[(uint8_t)ret], __ATOMIC_RELAXED) ^
-	    ret) << 16) == 0 || gen < hp_ra_gen)
+	if (hp_wraps(hp_slot_wrapper_of(ret), ret) || gen < hp_ra_gen)
 		return;
 	uintptr_t key = hp_key_of(ret);
 	size_t i = hp_key_probe(key, hp_key_slot(key));
