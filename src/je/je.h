@@ -32,6 +32,9 @@ HP_JE_API void hp_je_sdallocx(void *, size_t, int);
  * the call to the general path (then mallocx or dallocx itself). */
 HP_JE_API void *hp_je_tc_try_malloc(size_t size, unsigned tc);
 HP_JE_API bool hp_je_tc_try_free(void *p, unsigned tc);
+/* jethread.c: the calling thread, not yet seen by jemalloc, bound to
+ * arena 0 (false, nothing done, when jemalloc had bound it already). */
+HP_JE_API bool hp_je_thread_bind_arena0(void);
 HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
 HP_JE_API size_t hp_je_nallocx(size_t, int);
 HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);
