@@ -78,33 +78,19 @@ static void open_page(void) {
 	shm = page;
 }
 
-static void arena_stat(unsigned ind, const char *what, uint64_t *v) {
-	char name[96];
-	size_t sz = sizeof *v;
-	snprintf(name, sizeof name, "stats.arenas.%u.%s", ind, what);
-	uint64_t x = 0;
-	if (hp_je_mallctl(name, &x, &sz, NULL, 0) == 0)
-		*v += x;
-}
-
 /* Live bytes and counts of an arena (or 4096: all of them), and its
  * resident bytes as jemalloc counts them: the pages it holds (active
  * extents and its cache of dirty ones) and its base's resident pages,
- * which is its resident figure less those pages (arena_stats_merge). */
+ * which is its resident figure less those pages (arena_stats_merge).
+ * Read without mallctl (je/jectl.c): ctl's copy of every arena's
+ * statistics is not made on the program's behalf. Under refresh_lock. */
 static void je_counts(unsigned ind, hp_arena_stats_t *a) {
+	hp_lock_assert_held(&refresh_lock);
 	uint64_t pactive = 0, pdirty = 0, resident = 0;
-	arena_stat(ind, "small.allocated", &a->live_bytes);
-	arena_stat(ind, "large.allocated", &a->live_bytes);
-	arena_stat(ind, "small.nmalloc", &a->nmalloc);
-	arena_stat(ind, "large.nmalloc", &a->nmalloc);
-	arena_stat(ind, "small.ndalloc", &a->ndalloc);
-	arena_stat(ind, "large.ndalloc", &a->ndalloc);
-	arena_stat(ind, "mapped", &a->mapped_bytes);
-	arena_stat(ind, "pactive", &pactive);
-	arena_stat(ind, "pdirty", &pdirty);
-	arena_stat(ind, "resident", &resident);
+	hp_je_counts(ind, &a->live_bytes, &a->nmalloc, &a->ndalloc,
+	    &a->mapped_bytes, &pactive, &pdirty, &resident);
 	a->in_use_bytes = (pactive + pdirty) * HP_PAGE;
-	/* Two reads of the page counts: clamp a race between them. */
+	/* One arena's figures are read at one time; clamped all the same. */
 	a->metadata_bytes = resident > a->in_use_bytes ?
 	    resident - a->in_use_bytes : 0;
 	a->resident_bytes = a->in_use_bytes + a->metadata_bytes;
@@ -112,30 +98,21 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
 }
 
 /* The heap as jemalloc counts it now, for the allocator extension APIs
- * (api/mallinfo.c, which starts the library first): one epoch, then both
- * classes. */
+ * (api/mallinfo.c, which starts the library first): both classes, read
+ * without mallctl (je/jectl.c). */
 void hp_stats_heap_totals(hp_heap_t *h) {
 	memset(h, 0, sizeof *h);
-	uint64_t epoch = 1, small_live = 0, huge_live = 0, nmalloc = 0,
-	    ndalloc = 0, all_pactive = 0, huge_pactive = 0, all_mapped = 0,
-	    huge_mapped = 0;
-	size_t sz = sizeof epoch;
-	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
-	arena_stat(4096, "small.allocated", &small_live);
-	arena_stat(4096, "large.allocated", &small_live);
-	arena_stat(4096, "pactive", &all_pactive);
-	arena_stat(4096, "mapped", &all_mapped);
+	uint64_t small_live = 0, huge_live = 0, nmalloc = 0, ndalloc = 0,
+	    all_pactive = 0, huge_pactive = 0, all_mapped = 0,
+	    huge_mapped = 0, unused[3] = {0};
+	hp_lock(&refresh_lock);
+	hp_je_counts(4096, &small_live, &unused[0], &unused[1], &all_mapped,
+	    &all_pactive, &unused[2], &unused[2]);
 	unsigned huge = hp_huge_arena();
-	if (hp_threshold != SIZE_MAX && huge != HP_NO_ARENA) {
-		arena_stat(huge, "small.allocated", &huge_live);
-		arena_stat(huge, "large.allocated", &huge_live);
-		arena_stat(huge, "small.nmalloc", &nmalloc);
-		arena_stat(huge, "large.nmalloc", &nmalloc);
-		arena_stat(huge, "small.ndalloc", &ndalloc);
-		arena_stat(huge, "large.ndalloc", &ndalloc);
-		arena_stat(huge, "pactive", &huge_pactive);
-		arena_stat(huge, "mapped", &huge_mapped);
-	}
+	if (hp_threshold != SIZE_MAX && huge != HP_NO_ARENA)
+		hp_je_counts(huge, &huge_live, &nmalloc, &ndalloc,
+		    &huge_mapped, &huge_pactive, &unused[2], &unused[2]);
+	hp_unlock(&refresh_lock);
 	/* Merged "all" includes the huge arena: take it out, clamped (the
 	 * two reads are not one snapshot). */
 #define LESS(a, b) ((a) > (b) ? (a) - (b) : 0)
@@ -168,9 +145,6 @@ static void collect(hp_stats_t *st) {
 	memset(st->arena, 0, sizeof st->arena);
 	st->narenas = 2;
 	hp_arena_stats_t *small = &st->arena[0], *huge = &st->arena[1], all = {0};
-	uint64_t epoch = 1;
-	size_t sz = sizeof epoch;
-	hp_je_mallctl("epoch", &epoch, &sz, &epoch, sz);
 	je_counts(4096, &all);
 	if (hp_threshold != SIZE_MAX && hp_huge_arena() != HP_NO_ARENA)
 		je_counts(hp_huge_arena(), huge);
@@ -391,7 +365,9 @@ void hp_stats_init(void) {
 	local.maintenance.interval_ms = (uint64_t)hp_conf.maintain_ms;
 	start_ns = hp_os_clock_ns(CLOCK_REALTIME);
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
+	hp_lock(&refresh_lock);
 	collect(&local);
+	hp_unlock(&refresh_lock);
 }
 
 /* In a fork child: the parent's page is not ours to write; the child

@@ -149,11 +149,9 @@ static bool create_arena(void) {
 	 * still get an exact fit. (With MALLOC_CONF retain:false every
 	 * extent is an exact fit.) */
 	char name[64];
-	size_t limit = HP_GROW_LIMIT, sz = sizeof(bool);
-	bool retain = true;
+	size_t limit = HP_GROW_LIMIT;
 	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
-	hp_je_mallctl("opt.retain", &retain, &sz, NULL, 0);
-	if (retain && (err = hp_je_mallctl(name, NULL, NULL, &limit,
+	if (hp_je_opt_retain() && (err = hp_je_mallctl(name, NULL, NULL, &limit,
 	    sizeof limit)) != 0)
 		hp_log("could not limit the huge arena's growth step (%s)",
 		    hp_strerror(err));
@@ -180,9 +178,10 @@ void (*hp_huge_on_threads)(void);
 
 static void start_threads(void) {
 	hp_lock_assert_held(&start_lock);
-	bool on = true;
-	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
-	    "background_thread", NULL, NULL, &on, sizeof on);
+	/* Not through mallctl, whose first call would make ctl's copy of
+	 * every arena's statistics (je/jectl.c). */
+	int err = hp_jeconf_background_off() ? 0 :
+	    hp_je_background_threads_on();
 	if (err != 0)
 		hp_log("could not start jemalloc's background threads (%s); "
 		    "free memory goes back once a second and on malloc_trim",

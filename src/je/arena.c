@@ -3,6 +3,7 @@
  * (the huge class's, huge/huge.c; the sample zone's, lifetime/sample.c),
  * their metadata kept off those hooks, and their decay set.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include "je/je.h"
@@ -53,3 +54,15 @@ unsigned hp_arena_create(extent_hooks_t *hooks, const char **why) {
 	return ind;
 }
 
+unsigned hp_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
+    const char **why) {
+	/* jemalloc boots on its first call: this one needs nothing else. */
+	(void)hp_je_nallocx(1, 0);
+	unsigned ind = hp_je_arena_create_early(hooks, dirty_ms,
+	    HP_ARENA_INDICES);
+	if (ind == UINT_MAX) {
+		*why = "jemalloc could not make it";
+		return HP_NO_ARENA;
+	}
+	return ind;
+}

@@ -72,6 +72,24 @@ int hp_arena_decay(unsigned ind, long dirty_ms);
 /* A new arena over these hooks, its metadata off them; HP_NO_ARENA if
  * jemalloc refuses, with the reason in *why. */
 unsigned hp_arena_create(extent_hooks_t *hooks, const char **why);
+/* The same with its decay set, made without mallctl (jectl.c): only at
+ * the library's start, before anything can have called mallctl. */
+unsigned hp_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
+    const char **why);
+/* jectl.c: jemalloc's own calls, for what needs no mallctl. */
+HP_JE_API unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
+    long dirty_ms, unsigned limit);
+/* An arena's figures (4096: all of them) as mallctl's "stats.arenas.<i>"
+ * gives them after an "epoch", added to *live (small and large
+ * allocated), *nmalloc, *ndalloc (both sizes), *mapped, *pactive, *pdirty
+ * and *resident. The caller serializes (core/stats.c's refresh lock). */
+HP_JE_API void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
+    uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
+    uint64_t *pdirty, uint64_t *resident);
+/* mallctl "background_thread" set to true: 0 or the error number. */
+HP_JE_API int hp_je_background_threads_on(void);
+/* mallctl "opt.retain". */
+HP_JE_API bool hp_je_opt_retain(void);
 
 /* edata.c: jemalloc's extent descriptors, on pages given back when free.
  * The build routes jemalloc's edata_cache_get/put here. */

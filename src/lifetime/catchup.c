@@ -104,13 +104,7 @@ static int cmp(const void *a, const void *b) {
  * says retain:false; without it a range checked could be unmapped and
  * mapped again by the program before it is advised. */
 static bool retained(void) {
-	static int r = -1;
-	if (r < 0) {
-		bool v = false;
-		size_t sz = sizeof v;
-		r = hp_je_mallctl("opt.retain", &v, &sz, NULL, 0) == 0 && v;
-	}
-	return r == 1;
+	return hp_je_opt_retain();
 }
 
 /* The maintenance thread: collapses what was queued, PASS_MAX ranges a

@@ -216,10 +216,12 @@ static bool zone_init(uintptr_t base, size_t size, long decay_ms,
 	zone_bump = zone_mapped = base + HP_PAGE;
 	zone_end = base + size;
 	hp_zone_base = base;
-	unsigned ind = hp_arena_create(&zone_hooks, why);
+	/* At start, before anything can call mallctl: made without it, so
+	 * that a program that never asks for jemalloc's statistics does
+	 * not pay for ctl's copy of them (je/jectl.c). */
+	unsigned ind = hp_arena_create_early(&zone_hooks, decay_ms, why);
 	if (ind == HP_NO_ARENA)
 		return false;
-	hp_arena_decay(ind, decay_ms);
 	zone_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
 	/* Published last: free() tests pointers against it. */
 	__atomic_store_n(&hp_zone_size, size, __ATOMIC_RELEASE);

@@ -1,0 +1,137 @@
+/*
+ * What the library asks of jemalloc without going through mallctl: an
+ * arena made at start, its decay, the counters the stats refresh reads,
+ * its background threads started, and one option read. jemalloc's mallctl sets up its ctl on first use, and ctl keeps a
+ * copy of every arena's statistics (bins, large classes, extent sizes:
+ * about 40 KiB an arena) and of their sum, all written at each "epoch".
+ * Under Debian's jemalloc alone a program's first mallctl("epoch") adds
+ * 152 KiB of resident memory and each arena made through "arenas.create"
+ * 40 KiB more at the next refresh (docs/benchmarks.md): a program that
+ * never calls mallctl pays none of it, and neither should the library on
+ * its behalf. A program that calls mallctl gets ctl as jemalloc sets it
+ * up (ctl counts the arenas that exist when it starts, this one among
+ * them).
+ *
+ * Built against jemalloc's internal headers, as jetc.c is. Includes
+ * jemalloc's headers only, none of the library's.
+ */
+#include <jemalloc/internal/jemalloc_preamble.h>
+#include <jemalloc/internal/jemalloc_internal_includes.h>
+#include <hp_je_layout.h>
+
+_Static_assert(sizeof(tsd_t) == HP_JE_TSD_SIZE, "jemalloc's thread state in "
+    "these headers is not the embedded archive's");
+
+#define HP_HIDDEN __attribute__((visibility("hidden")))
+
+HP_HIDDEN unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
+    long dirty_ms, unsigned limit);
+HP_HIDDEN void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
+    uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive, uint64_t *pdirty,
+    uint64_t *resident);
+HP_HIDDEN int hp_je_background_threads_on(void);
+HP_HIDDEN bool hp_je_opt_retain(void);
+
+/* What "background_thread" set to true does (0, or its error number):
+ * jemalloc's background threads on, unless they are already. ctl also
+ * holds its own lock around this; only mallctl needs that. */
+int hp_je_background_threads_on(void) {
+	if (!have_background_thread)
+		return ENOENT;
+	tsd_t *tsd = tsd_fetch();
+	background_thread_ctl_init(tsd_tsdn(tsd));
+	int err = 0;
+	malloc_mutex_lock(tsd_tsdn(tsd), &background_thread_lock);
+	if (!background_thread_enabled()) {
+		background_thread_enabled_set(tsd_tsdn(tsd), true);
+		if (background_threads_enable(tsd))
+			err = EFAULT;
+	}
+	malloc_mutex_unlock(tsd_tsdn(tsd), &background_thread_lock);
+	return err;
+}
+
+/* "opt.retain". */
+bool hp_je_opt_retain(void) {
+	return opt_retain;
+}
+
+/* An arena over hooks, its metadata on jemalloc's own pages, with the
+ * given dirty decay and no muzzy state: what "experimental.arenas_create_ext"
+ * and "arena.<i>.{dirty,muzzy}_decay_ms" do, for the library's start
+ * (core/init.c), before anything can have called mallctl: later, ctl
+ * would not know of it. jemalloc must be booted (a call of its own made
+ * first). UINT_MAX when it cannot be made, or when limit or more indices
+ * are taken. */
+unsigned hp_je_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
+    unsigned limit) {
+	tsdn_t *tsdn = tsdn_fetch();
+	unsigned ind = narenas_total_get();
+	if (ind >= limit || ind >= MALLOCX_ARENA_LIMIT)
+		return UINT_MAX;
+	arena_config_t config = {hooks, false};
+	arena_t *arena = arena_init(tsdn, ind, &config);
+	if (arena == NULL)
+		return UINT_MAX;
+	arena_decay_ms_set(tsdn, arena, extent_state_dirty, dirty_ms);
+	arena_decay_ms_set(tsdn, arena, extent_state_muzzy, -1);
+	return ind;
+}
+
+/* One arena's statistics, merged here as ctl merges them. Static (29 KiB
+ * and more: not for a host's stack); the callers serialize (core/stats.c
+ * holds its refresh lock). */
+static struct {
+	arena_stats_t astats;
+	bin_stats_data_t bstats[SC_NBINS];
+	arena_stats_large_t lstats[SC_NSIZES - SC_NBINS];
+	pac_estats_t estats[SC_NPSIZES];
+	hpa_shard_stats_t hpastats;
+	sec_stats_t secstats;
+} merged;
+
+static void add_arena(tsdn_t *tsdn, arena_t *arena, uint64_t *live,
+    uint64_t *nmalloc, uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
+    uint64_t *pdirty, uint64_t *resident) {
+	unsigned nthreads = 0;
+	const char *dss = NULL;
+	ssize_t dirty_ms = 0, muzzy_ms = 0;
+	size_t nactive = 0, ndirty = 0, nmuzzy = 0;
+	memset(&merged, 0, sizeof merged);
+	arena_stats_merge(tsdn, arena, &nthreads, &dss, &dirty_ms, &muzzy_ms,
+	    &nactive, &ndirty, &nmuzzy, &merged.astats, merged.bstats,
+	    merged.lstats, merged.estats, &merged.hpastats, &merged.secstats);
+	for (unsigned i = 0; i < SC_NBINS; i++) {
+		const bin_stats_t *b = &merged.bstats[i].stats_data;
+		*live += b->curregs * sz_index2size(i);
+		*nmalloc += b->nmalloc;
+		*ndalloc += b->ndalloc;
+	}
+	*live += merged.astats.allocated_large;
+	*nmalloc += merged.astats.nmalloc_large;
+	*ndalloc += merged.astats.ndalloc_large;
+	*mapped += merged.astats.mapped;
+	*pactive += nactive;
+	*pdirty += ndirty;
+	*resident += merged.astats.resident;
+}
+
+/* The figures mallctl gives as "stats.arenas.<ind>.{small,large}.
+ * allocated", ".{small,large}.{nmalloc,ndalloc}", ".mapped", ".pactive",
+ * ".pdirty" and ".resident" (each pair summed), after an "epoch", added
+ * to what the pointers hold; ind MALLCTL_ARENAS_ALL (4096) sums every
+ * arena. An index with no arena adds nothing. */
+void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
+    uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive, uint64_t *pdirty,
+    uint64_t *resident) {
+	tsdn_t *tsdn = tsdn_fetch();
+	unsigned n = narenas_total_get();
+	for (unsigned i = 0; i < n; i++) {
+		if (ind != MALLCTL_ARENAS_ALL && i != ind)
+			continue;
+		arena_t *arena = arena_get(tsdn, i, false);
+		if (arena != NULL)
+			add_arena(tsdn, arena, live, nmalloc, ndalloc, mapped,
+			    pactive, pdirty, resident);
+	}
+}
