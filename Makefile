@@ -83,19 +83,22 @@ $(DEBUG)/obj/%.o: src/%.c | $(BUILD)
 	$(CC) -O1 -g -fno-omit-frame-pointer -DHP_DEBUG $(HP_CFLAGS) -MMD -MP -c $< -o $@
 -include $(DBG_OBJS:.o=.d)
 
-# src/je/jetc.c runs jemalloc's inline fast paths, src/je/jethread.c binds
-# a thread to an arena as jemalloc does, and src/je/jectl.c asks jemalloc
-# without mallctl, so they are built against
+# src/je/jetc.c runs jemalloc's inline fast paths and src/je/jectl.c asks
+# jemalloc without mallctl, so they are built against
 # jemalloc's internal headers as the embedded archive was configured
 # (scripts/jemalloc-headers: Debian's source package, fetched once per
 # build directory), and none of the library's.
 JE_HDRS := $(BUILD)/jemalloc
 JE_NS   := $(JE_HDRS)/include/jemalloc/internal/private_namespace.h
+# jemalloc's inline mutex functions take its locks through the same three
+# functions as the embedded archive does (scripts/embed-jemalloc), so that
+# src/base/lock.c counts every lock held.
 JE_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -D_REENTRANT \
-	-I$(JE_HDRS)/include -MMD -MP
+	-Dpthread_mutex_lock=hp_mutex_lock -Dpthread_mutex_trylock=hp_mutex_trylock \
+	-Dpthread_mutex_unlock=hp_mutex_unlock -I$(JE_HDRS)/include -MMD -MP
 $(JE_NS): $(wildcard $(JE_PIC)) scripts/jemalloc-headers scripts/jemalloc-source | $(BUILD)
 	scripts/jemalloc-headers $(JE_HDRS) $(JE_PIC)
-JE_INTERNAL := jetc jethread jectl
+JE_INTERNAL := jetc jectl
 $(patsubst %,$(BUILD)/obj/je/%.o,$(JE_INTERNAL)): $(BUILD)/obj/je/%.o: src/je/%.c $(JE_NS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(JE_CFLAGS) $(LTO) -c $< -o $@

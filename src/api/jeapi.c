@@ -34,6 +34,7 @@
 #define ARENA_FLAGS  (~(unsigned)0 << 20)     /* MALLOCX_ARENA(a) */
 #define ALIGN_FLAGS  0x3f                     /* MALLOCX_LG_ALIGN(la) */
 #define SHAPE_FLAGS  (ALIGN_FLAGS | MALLOCX_ZERO)
+#define TCACHE_FLAGS (0xfffu << 8)               /* MALLOCX_TCACHE(tc) */
 
 static size_t align_of(int flags) {
 	unsigned la = (unsigned)flags & ALIGN_FLAGS;
@@ -146,9 +147,19 @@ HP_EXPORT size_t sallocx(const void *p, int flags) {
 	return malloc_usable_size((void *)p);
 }
 
+/* A jemalloc object freed with MALLOCX_TCACHE_NONE or MALLOCX_TCACHE(tc)
+ * goes where the flags say, as under jemalloc: a program that destroys
+ * an arena frees its objects so, and an object left in the thread's own
+ * cache would outlive its arena. Everything else goes to free(). */
+static void dalloc(void *p, int flags) {
+	if (((unsigned)flags & TCACHE_FLAGS) && p != NULL && !hp_owned(p))
+		hp_je_dallocx(p, flags & (int)TCACHE_FLAGS);
+	else
+		free(p);
+}
+
 HP_EXPORT void dallocx(void *p, int flags) {
-	(void)flags;
-	free(p);
+	dalloc(p, flags);
 }
 
 /* jemalloc checks the size class only in its debug builds; so does this
@@ -158,7 +169,7 @@ HP_EXPORT void sdallocx(void *p, size_t size, int flags) {
 	(void)flags;
 	hp_assert(p == NULL || hp_je_nallocx(size, flags & ~(int)ARENA_FLAGS) ==
 	    malloc_usable_size(p));
-	free(p);
+	dalloc(p, flags);
 }
 
 HP_EXPORT size_t nallocx(size_t size, int flags) {

@@ -33,9 +33,6 @@ static bool thread_on;
 
 static void *maintain(void *arg) {
 	(void)arg;
-	/* Before its first malloc or mallctl: an arena of its own would
-	 * cost the program more memory than anything the thread does. */
-	hp_je_thread_bind_arena0();
 	char decay[64] = "";
 	long ms = hp_conf.maintain_ms;
 	for (;;) {

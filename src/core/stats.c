@@ -78,23 +78,71 @@ static void open_page(void) {
 	shm = page;
 }
 
+/* The figures of the arenas the program made itself ("arenas.create"),
+ * which it may destroy at any moment: through mallctl, whose lock
+ * jemalloc destroys an arena under. Its ctl exists already (the program
+ * made them with it). */
+static void program_arena(unsigned ind, uint64_t *v) {
+	static const char *const what[] = {
+		"small.allocated", "large.allocated", "small.nmalloc",
+		"large.nmalloc", "small.ndalloc", "large.ndalloc", "mapped",
+		"pactive", "pdirty", "resident",
+	};
+	static const unsigned to[] = {0, 0, 1, 1, 2, 2, 3, 4, 5, 6};
+	for (unsigned k = 0; k < sizeof what / sizeof *what; k++) {
+		char name[96];
+		uint64_t x = 0;
+		size_t sz = sizeof x;
+		snprintf(name, sizeof name, "stats.arenas.%u.%s", ind, what[k]);
+		if (hp_je_mallctl(name, &x, &sz, NULL, 0) == 0)
+			v[to[k]] += x;
+	}
+}
+
+/* Arena ind's figures, or (4096) every arena's summed, into v: live
+ * bytes, nmalloc, ndalloc, mapped bytes, pactive, pdirty, resident bytes.
+ * jemalloc's automatic arenas and the library's own are read without
+ * mallctl (je/jectl.c): ctl's copy of every arena's statistics is not
+ * made on the program's behalf. Under refresh_lock. */
+static void je_figures(unsigned ind, uint64_t v[7]) {
+	hp_lock_assert_held(&refresh_lock);
+	unsigned base = hp_je_manual_base(), n = hp_je_narenas();
+	bool epoch = false;
+	for (unsigned i = 0; i < n; i++) {
+		if (ind != 4096 && i != ind)
+			continue;
+		if (i < base || hp_arena_is_own(i)) {
+			hp_je_counts(i, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+			    &v[6]);
+			continue;
+		}
+		if (!epoch) {
+			uint64_t e = 1;
+			size_t sz = sizeof e;
+			hp_je_mallctl("epoch", &e, &sz, &e, sz);
+			epoch = true;
+		}
+		program_arena(i, v);
+	}
+}
+
 /* Live bytes and counts of an arena (or 4096: all of them), and its
  * resident bytes as jemalloc counts them: the pages it holds (active
  * extents and its cache of dirty ones) and its base's resident pages,
- * which is its resident figure less those pages (arena_stats_merge).
- * Read without mallctl (je/jectl.c): ctl's copy of every arena's
- * statistics is not made on the program's behalf. Under refresh_lock. */
+ * which is its resident figure less those pages (arena_stats_merge). */
 static void je_counts(unsigned ind, hp_arena_stats_t *a) {
-	hp_lock_assert_held(&refresh_lock);
-	uint64_t pactive = 0, pdirty = 0, resident = 0;
-	hp_je_counts(ind, &a->live_bytes, &a->nmalloc, &a->ndalloc,
-	    &a->mapped_bytes, &pactive, &pdirty, &resident);
-	a->in_use_bytes = (pactive + pdirty) * HP_PAGE;
-	/* One arena's figures are read at one time; clamped all the same. */
-	a->metadata_bytes = resident > a->in_use_bytes ?
-	    resident - a->in_use_bytes : 0;
+	uint64_t v[7] = {0};
+	je_figures(ind, v);
+	a->live_bytes += v[0];
+	a->nmalloc += v[1];
+	a->ndalloc += v[2];
+	a->mapped_bytes += v[3];
+	a->in_use_bytes = (v[4] + v[5]) * HP_PAGE;
+	/* Arenas read one after another: clamped all the same. */
+	a->metadata_bytes = v[6] > a->in_use_bytes ?
+	    v[6] - a->in_use_bytes : 0;
 	a->resident_bytes = a->in_use_bytes + a->metadata_bytes;
-	hp_assert(a->resident_bytes >= resident);
+	hp_assert(a->resident_bytes >= v[6]);
 }
 
 /* The heap as jemalloc counts it now, for the allocator extension APIs
@@ -102,17 +150,16 @@ static void je_counts(unsigned ind, hp_arena_stats_t *a) {
  * without mallctl (je/jectl.c). */
 void hp_stats_heap_totals(hp_heap_t *h) {
 	memset(h, 0, sizeof *h);
-	uint64_t small_live = 0, huge_live = 0, nmalloc = 0, ndalloc = 0,
-	    all_pactive = 0, huge_pactive = 0, all_mapped = 0,
-	    huge_mapped = 0, unused[3] = {0};
+	uint64_t all[7] = {0}, hg[7] = {0};
 	hp_lock(&refresh_lock);
-	hp_je_counts(4096, &small_live, &unused[0], &unused[1], &all_mapped,
-	    &all_pactive, &unused[2], &unused[2]);
-	unsigned huge = hp_huge_arena();
-	if (hp_threshold != SIZE_MAX && huge != HP_NO_ARENA)
-		hp_je_counts(huge, &huge_live, &nmalloc, &ndalloc,
-		    &huge_mapped, &huge_pactive, &unused[2], &unused[2]);
+	je_figures(4096, all);
+	unsigned ind = hp_huge_arena();
+	if (hp_threshold != SIZE_MAX && ind != HP_NO_ARENA)
+		je_figures(ind, hg);
 	hp_unlock(&refresh_lock);
+	uint64_t small_live = all[0], huge_live = hg[0], nmalloc = hg[1],
+	    ndalloc = hg[2], all_pactive = all[4], huge_pactive = hg[4],
+	    all_mapped = all[3], huge_mapped = hg[3];
 	/* Merged "all" includes the huge arena: take it out, clamped (the
 	 * two reads are not one snapshot). */
 #define LESS(a, b) ((a) > (b) ? (a) - (b) : 0)
@@ -148,8 +195,8 @@ static void collect(hp_stats_t *st) {
 	je_counts(4096, &all);
 	if (hp_threshold != SIZE_MAX && hp_huge_arena() != HP_NO_ARENA)
 		je_counts(hp_huge_arena(), huge);
-	/* Two reads of jemalloc's stats: another thread's "epoch" between
-	 * them could make a difference negative; clamp it. */
+	/* Two reads of jemalloc's stats, the program running between them:
+	 * a difference could be negative; clamp it. */
 #define MINUS(f) small->f = all.f > huge->f ? all.f - huge->f : 0
 	MINUS(live_bytes);
 	MINUS(nmalloc);

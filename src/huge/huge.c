@@ -180,8 +180,9 @@ static void start_threads(void) {
 	hp_lock_assert_held(&start_lock);
 	/* Not through mallctl, whose first call would make ctl's copy of
 	 * every arena's statistics (je/jectl.c). */
-	int err = hp_jeconf_background_off() ? 0 :
-	    hp_je_background_threads_on();
+	bool on = true;
+	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
+	    "background_thread", NULL, NULL, &on, sizeof on);
 	if (err != 0)
 		hp_log("could not start jemalloc's background threads (%s); "
 		    "free memory goes back once a second and on malloc_trim",

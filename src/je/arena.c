@@ -8,6 +8,26 @@
 #include <sys/types.h>
 #include "je/je.h"
 
+/* The arenas made here, each index published once it is made. */
+static unsigned own[HP_OWN_ARENAS] = {HP_NO_ARENA, HP_NO_ARENA};
+
+static void note_own(unsigned ind) {
+	for (unsigned i = 0; i < HP_OWN_ARENAS; i++) {
+		unsigned none = HP_NO_ARENA;
+		if (__atomic_compare_exchange_n(&own[i], &none, ind, false,
+		    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			return;
+	}
+	hp_assert(!"more arenas made than HP_OWN_ARENAS");
+}
+
+bool hp_arena_is_own(unsigned ind) {
+	for (unsigned i = 0; i < HP_OWN_ARENAS; i++)
+		if (__atomic_load_n(&own[i], __ATOMIC_ACQUIRE) == ind)
+			return ind != HP_NO_ARENA;
+	return false;
+}
+
 static int arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 	char name[64];
 	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
@@ -51,6 +71,7 @@ unsigned hp_arena_create(extent_hooks_t *hooks, const char **why) {
 		*why = hp_strerror(err);
 		return HP_NO_ARENA;
 	}
+	note_own(ind);
 	return ind;
 }
 
@@ -64,5 +85,6 @@ unsigned hp_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
 		*why = "jemalloc could not make it";
 		return HP_NO_ARENA;
 	}
+	note_own(ind);
 	return ind;
 }

@@ -32,9 +32,6 @@ HP_JE_API void hp_je_sdallocx(void *, size_t, int);
  * the call to the general path (then mallocx or dallocx itself). */
 HP_JE_API void *hp_je_tc_try_malloc(size_t size, unsigned tc);
 HP_JE_API bool hp_je_tc_try_free(void *p, unsigned tc);
-/* jethread.c: the calling thread, not yet seen by jemalloc, bound to
- * arena 0 (false, nothing done, when jemalloc had bound it already). */
-HP_JE_API bool hp_je_thread_bind_arena0(void);
 HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
 HP_JE_API size_t hp_je_nallocx(size_t, int);
 HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);
@@ -76,18 +73,24 @@ unsigned hp_arena_create(extent_hooks_t *hooks, const char **why);
  * the library's start, before anything can have called mallctl. */
 unsigned hp_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
     const char **why);
+/* Whether arena ind is one of those made here (never destroyed). */
+bool hp_arena_is_own(unsigned ind);
 /* jectl.c: jemalloc's own calls, for what needs no mallctl. */
 HP_JE_API unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
     long dirty_ms, unsigned limit);
-/* An arena's figures (4096: all of them) as mallctl's "stats.arenas.<i>"
- * gives them after an "epoch", added to *live (small and large
- * allocated), *nmalloc, *ndalloc (both sizes), *mapped, *pactive, *pdirty
- * and *resident. The caller serializes (core/stats.c's refresh lock). */
+/* An arena's figures as mallctl's "stats.arenas.<i>" gives them after an
+ * "epoch", added to *live (small and large allocated), *nmalloc, *ndalloc
+ * (both sizes), *mapped, *pactive, *pdirty and *resident: only for an
+ * automatic arena (below hp_je_manual_base) or one of the library's own
+ * (hp_arena_is_own), which cannot be destroyed meanwhile. The caller
+ * serializes (core/stats.c's refresh lock). */
 HP_JE_API void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
     uint64_t *pdirty, uint64_t *resident);
-/* mallctl "background_thread" set to true: 0 or the error number. */
-HP_JE_API int hp_je_background_threads_on(void);
+/* The first index of the arenas made after jemalloc's start, and the
+ * number of indices taken. */
+HP_JE_API unsigned hp_je_manual_base(void);
+HP_JE_API unsigned hp_je_narenas(void);
 /* mallctl "opt.retain". */
 HP_JE_API bool hp_je_opt_retain(void);
 

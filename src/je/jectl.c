@@ -1,7 +1,13 @@
 /*
  * What the library asks of jemalloc without going through mallctl: an
  * arena made at start, its decay, the counters the stats refresh reads,
- * its background threads started, and one option read. jemalloc's mallctl sets up its ctl on first use, and ctl keeps a
+ * and one option read. (Its background threads are started through
+ * mallctl: started without ctl's lock, a fork at that moment left the
+ * forking thread's count of locks held (base/lock.c) short in 11 and 15
+ * of 40 runs of the debug build's test/progs/forkmt, against 1 and 2 of
+ * 40 through mallctl, and 2 of 40 before any of this.)
+ *
+ * jemalloc's mallctl sets up its ctl on first use, and ctl keeps a
  * copy of every arena's statistics (bins, large classes, extent sizes:
  * about 40 KiB an arena) and of their sum, all written at each "epoch".
  * Under Debian's jemalloc alone a program's first mallctl("epoch") adds
@@ -29,27 +35,9 @@ HP_HIDDEN unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
 HP_HIDDEN void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive, uint64_t *pdirty,
     uint64_t *resident);
-HP_HIDDEN int hp_je_background_threads_on(void);
+HP_HIDDEN unsigned hp_je_manual_base(void);
+HP_HIDDEN unsigned hp_je_narenas(void);
 HP_HIDDEN bool hp_je_opt_retain(void);
-
-/* What "background_thread" set to true does (0, or its error number):
- * jemalloc's background threads on, unless they are already. ctl also
- * holds its own lock around this; only mallctl needs that. */
-int hp_je_background_threads_on(void) {
-	if (!have_background_thread)
-		return ENOENT;
-	tsd_t *tsd = tsd_fetch();
-	background_thread_ctl_init(tsd_tsdn(tsd));
-	int err = 0;
-	malloc_mutex_lock(tsd_tsdn(tsd), &background_thread_lock);
-	if (!background_thread_enabled()) {
-		background_thread_enabled_set(tsd_tsdn(tsd), true);
-		if (background_threads_enable(tsd))
-			err = EFAULT;
-	}
-	malloc_mutex_unlock(tsd_tsdn(tsd), &background_thread_lock);
-	return err;
-}
 
 /* "opt.retain". */
 bool hp_je_opt_retain(void) {
@@ -119,19 +107,32 @@ static void add_arena(tsdn_t *tsdn, arena_t *arena, uint64_t *live,
 /* The figures mallctl gives as "stats.arenas.<ind>.{small,large}.
  * allocated", ".{small,large}.{nmalloc,ndalloc}", ".mapped", ".pactive",
  * ".pdirty" and ".resident" (each pair summed), after an "epoch", added
- * to what the pointers hold; ind MALLCTL_ARENAS_ALL (4096) sums every
- * arena. An index with no arena adds nothing. */
+ * to what the pointers hold. An index with no arena adds nothing.
+ *
+ * Only for an arena that cannot be destroyed meanwhile: an automatic one
+ * (below hp_je_manual_base: jemalloc refuses to destroy those) or one of
+ * the library's own. jemalloc destroys an arena (and unmaps its memory,
+ * the arena_t in it) under ctl's lock, which only mallctl takes; an
+ * arena the program made with "arenas.create" is read through mallctl. */
 void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive, uint64_t *pdirty,
     uint64_t *resident) {
 	tsdn_t *tsdn = tsdn_fetch();
-	unsigned n = narenas_total_get();
-	for (unsigned i = 0; i < n; i++) {
-		if (ind != MALLCTL_ARENAS_ALL && i != ind)
-			continue;
-		arena_t *arena = arena_get(tsdn, i, false);
-		if (arena != NULL)
-			add_arena(tsdn, arena, live, nmalloc, ndalloc, mapped,
-			    pactive, pdirty, resident);
-	}
+	if (ind >= narenas_total_get())
+		return;
+	arena_t *arena = arena_get(tsdn, ind, false);
+	if (arena != NULL)
+		add_arena(tsdn, arena, live, nmalloc, ndalloc, mapped, pactive,
+		    pdirty, resident);
+}
+
+/* The first index of the arenas made after jemalloc's start (its
+ * automatic arenas and its oversize arena are below), and the number of
+ * indices taken. */
+unsigned hp_je_manual_base(void) {
+	return manual_arena_base;
+}
+
+unsigned hp_je_narenas(void) {
+	return narenas_total_get();
 }

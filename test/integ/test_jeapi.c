@@ -175,3 +175,18 @@ Test(jeapi, infallible_new_aborts_as_jemalloc) {
 	hp_run_free(&j);
 	hp_run_free(&r);
 }
+
+/* Arenas of the program's own, made, used (their objects freed with
+ * MALLOCX_TCACHE_NONE) and destroyed 3,000 times while the maintenance
+ * thread refreshes the counters every 10 ms: nothing reads an arena
+ * being destroyed, no object outlives its arena in the thread's cache,
+ * and such an arena's objects count in mallinfo2. */
+Test(jeapi, program_arenas_destroyed_while_counted) {
+	const char *argv[] = {hp_path("jeapi"), "destroy", "3000", NULL};
+	const char *env[] = {"HUGEPRELOAD_CONF=maintain_ms:10", NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	cr_assert_eq(r.code, 0, "exit %d\n%s%s", r.code, r.out, r.err);
+	cr_assert_eq(hp_kv(&r, "arena_counted"), 1, "%s", r.out);
+	cr_assert_eq(hp_kv(&r, "destroyed"), 3000, "%s", r.out);
+	hp_run_free(&r);
+}

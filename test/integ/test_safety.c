@@ -55,18 +55,6 @@ Test(safety, threads_start_with_a_second_thread_not_in_a_fork_child) {
 	hp_run_free(&r);
 }
 
-/* The maintenance thread shares arena 0 (je/jethread.c) instead of
- * making an automatic arena of its own, which held about 130 KiB in a
- * program of a few MB (docs/benchmarks.md). */
-Test(safety, maintenance_thread_makes_no_arena) {
-	const char *argv[] = {hp_path("lazythread"), "arenas", NULL};
-	hp_run_t r = hp_run(argv, NULL, true, NULL);
-	cr_assert_eq(r.code, 0, "%s", r.err);
-	cr_assert_eq(hp_kv(&r, "arena0_threads"), 2, "%s", r.out);
-	cr_assert_eq(hp_kv(&r, "other_arenas"), 0, "%s", r.out);
-	hp_run_free(&r);
-}
-
 /* Allocating past a 1 GiB reservation falls back to 4 KiB pages with one
  * warning; growing a huge block past it moves the block; nothing is lost. */
 Test(safety, huge_class_out_of_space_falls_back) {

@@ -8,6 +8,8 @@
  * against jemalloc's manual (the same under plain jemalloc, the control).
  * prints: key=value lines (see test_jeapi.c) */
 #include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <jemalloc/jemalloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -238,7 +240,62 @@ static int ll_cases(void) {
 	return 0;
 }
 
+static void *second(void *arg) {
+	(void)arg;
+	free(malloc(64));          /* a second thread: the library's start */
+	return NULL;
+}
+
+/* Arenas of the program's own, made, used and destroyed again and again
+ * while the library's maintenance thread refreshes its counters (run
+ * with a short maintain_ms): the library must not read an arena being
+ * destroyed (jemalloc unmaps it). And one such arena's objects counted
+ * in mallinfo2's in-use bytes. */
+static int destroy_cases(int rounds) {
+	pthread_t t;
+	pthread_create(&t, NULL, second, NULL);
+	pthread_join(t, NULL);
+	enum { N = 64, SIZE = 65536 };
+	void *p[N];
+	unsigned ind = 0;
+	size_t sz = sizeof ind;
+	struct mallinfo2 before = mallinfo2();
+	if (mallctl("arenas.create", &ind, &sz, NULL, 0) != 0)
+		return 1;
+	for (int k = 0; k < N; k++) {
+		p[k] = mallocx(SIZE, MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE);
+		memset(p[k], 1, SIZE);
+	}
+	struct mallinfo2 after = mallinfo2();
+	printf("in_use_before=%zu\nin_use_after=%zu\n", before.uordblks, after.uordblks);
+	/* Within one object: the program's other small objects move. */
+	printf("arena_counted=%d\n", after.uordblks + SIZE >=
+	    before.uordblks + (size_t)N * SIZE);
+	long destroyed = 0;
+	for (int r = 0; r < rounds; r++) {
+		if (r > 0) {
+			sz = sizeof ind;
+			if (mallctl("arenas.create", &ind, &sz, NULL, 0) != 0)
+				return 1;
+			for (int k = 0; k < 4; k++)
+				p[k] = mallocx(4096 << k, MALLOCX_ARENA(ind) |
+				    MALLOCX_TCACHE_NONE);
+		}
+		for (int k = 0; k < (r > 0 ? 4 : N); k++)
+			dallocx(p[k], MALLOCX_TCACHE_NONE);
+		char name[64];
+		snprintf(name, sizeof name, "arena.%u.destroy", ind);
+		destroyed += mallctl(name, NULL, NULL, NULL, 0) == 0;
+		if (r % 64 == 0)
+			(void)mallinfo2();
+	}
+	printf("destroyed=%ld\n", destroyed);
+	return 0;
+}
+
 int main(int argc, char **argv) {
+	if (argc > 2 && strcmp(argv[1], "destroy") == 0)
+		return destroy_cases(atoi(argv[2]));
 	if (argc > 1 && strcmp(argv[1], "zero") == 0)
 		return zero_cases();
 	if (argc > 1 && strcmp(argv[1], "ll") == 0)
