@@ -141,7 +141,7 @@ TCFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Isrc -Itest/progs
 PROGS := place_large place_small rss_return nosplit policy threads forkmt \
 	dlopen boot lazythread exhaust pool_threads forkcow strand consist \
 	sleeper lifetime reallocs dliter sidefx aligned pool_later mallinfo truth progmap \
-	craftpage fakepage cgfork exitsig shortlived
+	craftpage fakepage cgfork exitsig shortlived zeroed
 TEST_BINS = $(UNIT_BINS) $(BUILD)/test_contract $(BUILD)/test_integ
 TEST_FILES := $(PROGS:%=$(BUILD)/%) $(BUILD)/cxx $(BUILD)/cxxops $(BUILD)/hugepreload $(BUILD)/policy_linked \
 	$(BUILD)/libdlalloc.so $(BUILD)/bigdict.py $(BUILD)/gcc-input.c \

@@ -44,6 +44,9 @@ HP_JE_API void hp_je_malloc_stats_print(void (*)(void *, const char *),
 HP_JE_API double hp_je_exp(double);
 HP_JE_API double hp_je_log(double);
 HP_JE_API double hp_je_round(double);
+/* Its zeroing of memory it hands out again on its default hooks (calloc,
+ * its threads' cache bins), served by jezero.c. */
+HP_JE_API void hp_je_zero(void *, size_t);
 /* Read by jemalloc at start-up after MALLOC_CONF, so it has the last word. */
 extern HP_JE_API const char *hp_je_malloc_conf_2_conf_harder;
 
