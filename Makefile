@@ -37,7 +37,7 @@ JE_SYMS := malloc free calloc realloc posix_memalign aligned_alloc memalign \
 	sdallocx nallocx mallctl mallctlnametomib mallctlbymib \
 	malloc_stats_print malloc_message malloc_conf malloc_conf_2_conf_harder
 
-.PHONY: all deps reference deb check-deb test tests check-layers check-debug check-python check-redis check-redis-lifetime check-java check-jemalloc demo bench bench-quick bench-redis bench-callgrind bench-cxx bench-maint bench-mtpromoted bench-stride bench-embedding bench-threshold install uninstall clean
+.PHONY: all deps reference deb check-deb test tests check-layers check-debug check-python check-redis check-redis-lifetime check-java check-jemalloc demo bench bench-quick bench-redis bench-real bench-real-quick bench-callgrind bench-cxx bench-maint bench-mtpromoted bench-stride bench-embedding bench-threshold install uninstall clean
 all: $(BUILD)/libhugepreload.so $(BUILD)/hugepreload
 
 deps:
@@ -294,6 +294,20 @@ bench-redis:
 	scripts/setup-deps redis
 	$(MAKE) all
 	scripts/bench-redis --build $(BUILD)
+
+# Real programs (Redis, memcached, gcc, a JVM, Python, numpy) under
+# hugepreload and the settings a user would try instead, with the host's
+# own gain beside them (scripts/bench-real says how): the full sizes
+# (several GiB, 3 interleaved rounds, about two hours), or the quick ones
+# (about 10 minutes).
+bench-real:
+	scripts/setup-deps real
+	$(MAKE) all $(BUILD)/chase
+	scripts/bench-real --build $(BUILD)
+bench-real-quick:
+	scripts/setup-deps real
+	$(MAKE) all $(BUILD)/chase
+	scripts/bench-real --build $(BUILD) --quick
 
 # Debian's OpenJDK 17 filling a 2 GiB heap with and without the library:
 # the heap on huge pages through the program's own mmap calls (about 15 s).
