@@ -22,7 +22,9 @@
  *
  * Pages mapped to the shared zero page do not count as resident. At most
  * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the
- * process's mappings locked); the rest wait for the next.
+ * process's mappings locked); the rest wait for the next. After each,
+ * the thread rests as long as it took, so the program's faults and its
+ * reads of the range never wait on two collapses in a row.
  *
  * je/collapse.c collapses a range, and splits it again before jemalloc
  * purges part of it.
@@ -36,6 +38,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include "lifetime/lifetime.h"
 #include "je/je.h"
 #include "base/lock.h"
@@ -107,6 +110,16 @@ static bool retained(void) {
 	return hp_je_opt_retain();
 }
 
+/* After a collapse that took ns: as long again, so that the program's
+ * faults (and its reads of the range, whose page table entry was cleared
+ * meanwhile), queued behind the collapse's hold of its mappings, go
+ * before the next one. */
+static void rest(uint64_t ns) {
+	struct timespec t = {(time_t)(ns / 1000000000u),
+	    (long)(ns % 1000000000u)};
+	nanosleep(&t, NULL);
+}
+
 /* The maintenance thread: collapses what was queued, PASS_MAX ranges a
  * pass at most (each copies 2 MiB with the program's mappings locked). */
 void hp_catchup_run(void) {
@@ -138,10 +151,14 @@ void hp_catchup_run(void) {
 		if (!go || !hp_jemap_data(r, r + HP_HUGE) ||
 		    hp_os_huge_resident(r) < HP_SUBPAGES - HOLES)
 			hp_site_counts.caught_up_skipped++;
-		else if (hp_collapse(r))
-			hp_site_counts.caught_up++;
-		else
-			hp_site_counts.caught_up_failed++;
+		else {
+			uint64_t t0 = hp_os_clock_ns(CLOCK_MONOTONIC);
+			if (hp_collapse(r))
+				hp_site_counts.caught_up++;
+			else
+				hp_site_counts.caught_up_failed++;
+			rest(hp_os_clock_ns(CLOCK_MONOTONIC) - t0);
+		}
 	}
 }
 

@@ -548,3 +548,77 @@ Test(lifetime, exit_from_signal_handler_does_not_hang) {
 	cr_assert_eq(tmps, 0, "run %d left a temporary file", runs);
 	cr_assert_eq(partial, 0, "run %d left no whole record (partial or none)", runs);
 }
+
+/* Catch-up leaves the program room between two collapses: each holds the
+ * program's mappings while it copies 2 MiB (about 5.5 ms on the
+ * development VM), and a run of them back to back held Redis's faults and
+ * its reads of the ranges for up to 115 ms (docs/lifetime.md). The
+ * maintenance thread rests as long as a collapse took before the next
+ * (src/lifetime/catchup.c): in strace's timestamps, the next MADV_COLLAPSE
+ * starts at least that long after one ends. */
+Test(lifetime, catch_up_rests_between_collapses) {
+	char trace[64];
+	snprintf(trace, sizeof trace, "/tmp/hp-collapse.%d", (int)getpid());
+	const char *env[] = {"HUGEPRELOAD_CONF=lifetime_ms:200,maintain_ms:100",
+	    NULL};
+	const char *argv[] = {"strace", "-f", "--seccomp-bpf", "-qq", "-ttt",
+	    "-T", "-e",
+	    "trace=madvise", "-o", trace, hp_path("lifetime"), "catchup", "768",
+	    NULL};
+	hp_run_t r = hp_run(argv, env, true, NULL);
+	if (r.code == 127 || strstr(r.err, "No such file")) {
+		hp_run_free(&r);
+		cr_skip_test("strace is not installed (scripts/setup-deps "
+		    "installs it)");
+	}
+	cr_assert_eq(r.code, 0, "%s%s", r.out, r.err);
+	double caught = hp_kv(&r, "caught_up");
+	hp_run_free(&r);
+	FILE *f = fopen(trace, "r");
+	cr_assert_not_null(f);
+	/* A collapse's start and end, by thread; an unfinished call's start
+	 * is kept until its resumed line. */
+	enum { MAX = 4096 };
+	static double start[MAX], end[MAX];
+	static int tid[MAX];
+	int n = 0, open_tid = 0;
+	double open_start = 0;
+	char line[512];
+	while (fgets(line, sizeof line, f) && n < MAX) {
+		int pid;
+		double ts, dur;
+		const char *d = strrchr(line, '<');
+		if (sscanf(line, "%d %lf", &pid, &ts) != 2)
+			continue;
+		if (strstr(line, "MADV_COLLAPSE <unfinished")) {
+			open_tid = pid, open_start = ts;
+			continue;
+		}
+		bool resumed = strstr(line, "<... madvise resumed>") &&
+		    pid == open_tid;
+		if ((!strstr(line, "MADV_COLLAPSE") && !resumed) || d == NULL ||
+		    sscanf(d, "<%lf>", &dur) != 1)
+			continue;
+		tid[n] = pid;
+		start[n] = resumed ? open_start : ts;
+		end[n] = start[n] + dur;
+		n++;
+		if (resumed)
+			open_tid = 0;
+	}
+	fclose(f);
+	unlink(trace);
+	cr_assert_geq(n, caught, "%d collapses traced, %.0f counted", n, caught);
+	int pairs = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (tid[j] == tid[i]) {
+				double gap = start[j] - end[i];
+				cr_assert_geq(gap, end[i] - start[i] - 20e-6,
+				    "collapse %d took %.6f s and the next began "
+				    "%.6f s after it", i, end[i] - start[i], gap);
+				pairs++;
+				break;
+			}
+	cr_assert_geq(pairs, 7, "%d pairs of collapses", pairs);
+}
