@@ -11,7 +11,9 @@
  * memset costs less: W12's threads each clear their 32 KiB of cache
  * bins, which took a purge and 8 faults each (docs/benchmarks.md).
  * Larger ranges keep jemalloc's way, which touches nothing the program
- * does not. scripts/embed-jemalloc sends extent.c's one call here.
+ * does not. A large object's range is its size class and a page (the
+ * cache-oblivious offset), so calloc is cleared so up to 112 KiB.
+ * scripts/embed-jemalloc sends extent.c's one call here.
  */
 #include <string.h>
 #include "je/je.h"

@@ -1,9 +1,12 @@
 /* calloc over blocks just freed, at sizes on both sides of the small
- * class's memset limit (src/je/jezero.c, 128 KiB) and in the huge class:
- * 16 blocks of a size filled and freed, then 16 of the same size asked
- * for with calloc. Prints the bytes that were not zero, and how many of
- * the callocs fell where the freed blocks had been (the recycled memory
- * the limit is about), up to and over 128 KiB.
+ * class's memset limit (src/je/jezero.c: ranges up to 128 KiB; a range
+ * is the size class and a page, so requests up to 112 KiB) and in the
+ * huge class: 16 blocks of a size filled and freed, then 16 of the same
+ * size asked for with calloc. Prints the bytes that were not zero, and
+ * how many of the callocs fell where the freed blocks had been (the
+ * recycled memory the limit is about), of requests up to 112 KiB
+ * (memset) and of 132 KiB and more (jemalloc's purge); 124 and 128 KiB
+ * are checked, on the purge's side, and not counted.
  * usage: zeroed */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,8 +16,8 @@
 #define K 16
 
 int main(void) {
-	static const size_t kib[] = {40, 64, 124, 128, 132, 256, 640, 900,
-	    3072};
+	static const size_t kib[] = {40, 64, 100, 112, 124, 128, 132, 256,
+	    640, 900, 3072};
 	long bad = 0, below = 0, above = 0;
 	for (size_t s = 0; s < sizeof kib / sizeof *kib; s++) {
 		size_t n = kib[s] << 10;
@@ -36,13 +39,14 @@ int main(void) {
 				return 2;
 			for (size_t j = 0; j < n; j++)
 				bad += z[j] != 0;
-			if ((uintptr_t)z < hi && (uintptr_t)z + n > lo)
-				*(kib[s] <= 128 ? &below : &above) += 1;
+			if ((uintptr_t)z < hi && (uintptr_t)z + n > lo &&
+			    (kib[s] <= 112 || kib[s] >= 132))
+				*(kib[s] <= 112 ? &below : &above) += 1;
 		}
 		for (int i = 0; i < K; i++)
 			free(p[i]);
 	}
-	printf("bad=%ld\nreused_to_128k=%ld\nreused_over_128k=%ld\n", bad,
+	printf("bad=%ld\nreused_memset=%ld\nreused_purged=%ld\n", bad,
 	    below, above);
 	return 0;
 }
