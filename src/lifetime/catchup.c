@@ -23,8 +23,12 @@
  * Pages mapped to the shared zero page do not count as resident. At most
  * PASS_MAX ranges are collapsed a pass (each copies 2 MiB with the
  * process's mappings locked); the rest wait for the next. After each,
- * the thread rests as long as it took, so the program's faults and its
- * reads of the range never wait on two collapses in a row.
+ * the thread rests as long as it took (REST_MAX at most), so that what
+ * queued behind it goes before the next; and a pass spends maintain_ms
+ * at most on collapses and rests, so that a slow collapse (direct
+ * compaction under memory pressure) does not hold back the rest of the
+ * pass (the counters, strand_limit) for long: what is left waits for the
+ * next pass.
  *
  * je/collapse.c collapses a range, and splits it again before jemalloc
  * purges part of it.
@@ -47,6 +51,7 @@
                                     three quarters full (6 GiB) */
 #define PASS_MAX 512             /* collapsed a pass at most: 1 GiB */
 #define HOLES    8               /* pages of a range that may be missing */
+#define REST_MAX 50000000ull     /* ns: the longest rest after a collapse */
 
 static hp_lock_t lock = HP_LOCK_INIT(HP_RANK_CATCHUP);
 static uintptr_t queue[QUEUE];   /* open addressing, 0 free; under lock */
@@ -115,6 +120,7 @@ static bool retained(void) {
  * meanwhile), queued behind the collapse's hold of its mappings, go
  * before the next one. */
 static void rest(uint64_t ns) {
+	hp_assert(ns <= REST_MAX);
 	struct timespec t = {(time_t)(ns / 1000000000u),
 	    (long)(ns % 1000000000u)};
 	nanosleep(&t, NULL);
@@ -146,7 +152,9 @@ void hp_catchup_run(void) {
 	}
 	hp_assert(n <= PASS_MAX);
 	bool go = n > 0 && retained();
-	for (unsigned i = 0; i < n; i++) {
+	uint64_t budget = (uint64_t)hp_conf.maintain_ms * 1000000u, spent = 0;
+	unsigned i;
+	for (i = 0; i < n && spent < budget; i++) {
 		uintptr_t r = work[i];
 		if (!go || !hp_jemap_data(r, r + HP_HUGE) ||
 		    hp_os_huge_resident(r) < HP_SUBPAGES - HOLES)
@@ -157,8 +165,17 @@ void hp_catchup_run(void) {
 				hp_site_counts.caught_up++;
 			else
 				hp_site_counts.caught_up_failed++;
-			rest(hp_os_clock_ns(CLOCK_MONOTONIC) - t0);
+			uint64_t took = hp_os_clock_ns(CLOCK_MONOTONIC) - t0;
+			took = took < REST_MAX ? took : REST_MAX;
+			rest(took);
+			spent += 2 * took;
 		}
+	}
+	if (i < n) {                         /* the next pass's */
+		hp_lock(&lock);
+		for (; i < n; i++)
+			insert(work[i]);
+		hp_unlock(&lock);
 	}
 }
 

@@ -555,19 +555,21 @@ Test(lifetime, exit_from_signal_handler_does_not_hang) {
  * its reads of the ranges for up to 115 ms (docs/lifetime.md). The
  * maintenance thread rests as long as a collapse took before the next
  * (src/lifetime/catchup.c): in strace's timestamps, the next MADV_COLLAPSE
- * starts at least that long after one ends. */
+ * of a pass starts at least that long after one ends. Pairs across two
+ * passes (500 ms apart here) are left out, and so are collapses shorter
+ * than 200 us, whose rest the traced calls between them would hide. */
 Test(lifetime, catch_up_rests_between_collapses) {
 	char trace[64];
 	snprintf(trace, sizeof trace, "/tmp/hp-collapse.%d", (int)getpid());
-	const char *env[] = {"HUGEPRELOAD_CONF=lifetime_ms:200,maintain_ms:100",
+	const char *env[] = {"HUGEPRELOAD_CONF=lifetime_ms:200,maintain_ms:500",
 	    NULL};
 	const char *argv[] = {"strace", "-f", "--seccomp-bpf", "-qq", "-ttt",
-	    "-T", "-e",
-	    "trace=madvise", "-o", trace, hp_path("lifetime"), "catchup", "768",
-	    NULL};
+	    "-T", "-e", "trace=madvise", "-o", trace, hp_path("lifetime"),
+	    "catchup", "768", NULL};
 	hp_run_t r = hp_run(argv, env, true, NULL);
 	if (r.code == 127 || strstr(r.err, "No such file")) {
 		hp_run_free(&r);
+		unlink(trace);
 		cr_skip_test("strace is not installed (scripts/setup-deps "
 		    "installs it)");
 	}
@@ -575,6 +577,7 @@ Test(lifetime, catch_up_rests_between_collapses) {
 	double caught = hp_kv(&r, "caught_up");
 	hp_run_free(&r);
 	FILE *f = fopen(trace, "r");
+	unlink(trace);
 	cr_assert_not_null(f);
 	/* A collapse's start and end, by thread; an unfinished call's start
 	 * is kept until its resumed line. */
@@ -607,18 +610,21 @@ Test(lifetime, catch_up_rests_between_collapses) {
 			open_tid = 0;
 	}
 	fclose(f);
-	unlink(trace);
+	cr_assert_geq(caught, 8, "ranges caught up");
 	cr_assert_geq(n, caught, "%d collapses traced, %.0f counted", n, caught);
 	int pairs = 0;
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++)
 			if (tid[j] == tid[i]) {
+				double took = end[i] - start[i];
 				double gap = start[j] - end[i];
-				cr_assert_geq(gap, end[i] - start[i] - 20e-6,
-				    "collapse %d took %.6f s and the next began "
-				    "%.6f s after it", i, end[i] - start[i], gap);
-				pairs++;
+				if (took > 200e-6 && gap < 0.25) {
+					cr_assert_geq(gap, (took < 0.05 ? took : 0.05) -
+					    20e-6, "collapse %d took %.6f s and the "
+					    "next began %.6f s after it", i, took, gap);
+					pairs++;
+				}
 				break;
 			}
-	cr_assert_geq(pairs, 7, "%d pairs of collapses", pairs);
+	cr_assert_geq(pairs, 5, "%d pairs of collapses in a pass", pairs);
 }
