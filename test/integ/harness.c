@@ -191,3 +191,10 @@ hp_run_t hp_script(const char *body, const char *conf) {
 	const char *argv[] = {"/bin/sh", "-c", s, NULL};
 	return hp_run(argv, env, false, NULL);
 }
+
+void hp_assert_requests_small(const hp_run_t *r) {
+	cr_assert_eq(hp_kv(r, "requests_small_frac"), 1, "%s", r->out);
+	cr_assert_leq(hp_kv(r, "requests_huge_frac"),
+	    hp_kv(r, "requests_hg_frac"), "%s", r->out);
+	cr_assert_leq(hp_kv(r, "requests_hg_frac"), 0.2, "%s", r->out);
+}

@@ -37,6 +37,14 @@ double hp_kv(const hp_run_t *r, const char *key);
 hp_run_t hp_script(const char *body, const char *conf);
 /* Lines of r->err that start with "hugepreload: ". */
 int hp_err_lines(const hp_run_t *r);
+/* build/lifetime's request buffers (its churny site), as its where()
+ * lines report them: all in the small class, none on a huge page but in
+ * a range catch-up collapsed (a mapping flagged hg), and at most a fifth
+ * there. Catch-up collapses the 2 MiB ranges where a promoted site's
+ * objects went while it was learned; a request buffer freed there meanwhile
+ * leaves a slot that later ones fill (jemalloc fills its oldest slabs
+ * first) until a purge splits the range (docs/lifetime.md). */
+void hp_assert_requests_small(const hp_run_t *r);
 
 /* A sysfs or procfs knob, saved before it is set and put back after. */
 typedef struct {

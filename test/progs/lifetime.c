@@ -985,6 +985,10 @@ int main(int argc, char **argv) {
 	where("promoted_first", nodes + q + n / 8, 1);   /* past the slot's
 	                                                     credit */
 	where("requests", live, 4000);
+	long small = 0;
+	for (int i = 0; i < 4000; i++)
+		small += hp_class_of(live[i]) == 1;   /* HUGEPRELOAD_CLASS_SMALL */
+	printf("requests_small_frac=%.3f\n", small / 4000.0);
 	long bad = 0;
 	for (long i = 0; i < n; i++)
 		bad += ((unsigned char *)nodes[i])[47] != 1;
