@@ -178,8 +178,8 @@ void (*hp_huge_on_threads)(void);
 
 static void start_threads(void) {
 	hp_lock_assert_held(&start_lock);
-	/* Not through mallctl, whose first call would make ctl's copy of
-	 * every arena's statistics (je/jectl.c). */
+	/* Through mallctl, under ctl's lock, though its first call makes
+	 * ctl's copy of every arena's statistics: je/jectl.c says why. */
 	bool on = true;
 	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
 	    "background_thread", NULL, NULL, &on, sizeof on);
