@@ -20,10 +20,11 @@
  * 13    longlived/llpages.c lock        the long-lived class's page bitmaps
  * 14    lifetime/catchup.c lock         its queue (also taken under site_lock)
  * 15    je/collapse.c lock              the collapsed ranges (in
- *                                       jemalloc's madvise)
+ *                                       jemalloc's madvise), madvise
  * Ranks 8 to 15 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
- * together (core/init.c), in this order.
+ * together (core/init.c), in this order. Rank 15 is also tried (never
+ * waited for) under one of jemalloc's bin locks (je/jefill.c).
  *
  * Each thread counts the mutexes it holds, these and jemalloc's (whose
  * pthread_mutex_lock, trylock and unlock scripts/embed-jemalloc sends to

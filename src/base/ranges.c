@@ -86,10 +86,17 @@ void hp_ranges_del(hp_ranges_t *set, uintptr_t s, uintptr_t e) {
 
 /* Whether one range of the set holds all of [s, e). */
 bool hp_ranges_hold(const hp_ranges_t *set, uintptr_t s, uintptr_t e) {
-	for (unsigned i = 0; i < set->n && set->r[i].start < e; i++)
-		if (set->r[i].start <= s && set->r[i].end >= e)
-			return true;
-	return false;
+	/* The one range that could: the last that starts at or below s
+	 * (binary search; they are sorted and disjoint). */
+	unsigned lo = 0, hi = set->n;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (set->r[mid].start <= s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && set->r[lo - 1].end >= e;
 }
 
 /* Whether some range of the set overlaps [s, e). */

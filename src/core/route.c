@@ -115,8 +115,9 @@ static void *realloc_slow(void *p, size_t size) {
 
 /* A placed object: the counters. */
 static inline void *placed_done(void *p, size_t size) {
-	/* On huge pages: the long-lived class's, or the huge class's. */
-	hp_assert(hp_ll_contains(p) || hp_region_contains(p));
+	/* On huge pages: the long-lived class's, the huge class's, or a hole in
+	 * the small class's collapsed ranges (je/jefill.c). */
+	hp_assert(hp_ll_contains(p) || hp_huge_small_home(p));
 	hp_shard_t *s = hp_shard();
 	hp_tally(s, HP_TALLY_PLACED_BYTES, size);
 	hp_tally(s, HP_TALLY_PLACED, 1);

@@ -156,6 +156,8 @@ static bool create_arena(void) {
 		hp_log("could not limit the huge arena's growth step (%s)",
 		    hp_strerror(err));
 	huge_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+	/* Promoted sites' caches take the holes their learning left first. */
+	hp_je_fill_holes_for(ind);
 	__atomic_store_n(&huge_ind, ind, __ATOMIC_RELEASE);
 	return true;
 }
@@ -293,9 +295,18 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 	return p;
 }
 
+/* Where a promoted small object can be: the huge class's region, or the
+ * small class's data, where a hole in a collapsed range filled the cache
+ * (je/jefill.c; the range may have been split since). */
+bool hp_huge_small_home(const void *p) {
+	uintptr_t a = (uintptr_t)p;
+	return hp_region_contains(p) || hp_jemap_may_hold(a);
+}
+
 /* Promoted small objects come from the huge arena through an explicit
- * tcache per thread, made on the thread's first such allocation and
- * destroyed with the thread; objects that a thread with a cache frees go
+ * tcache per thread (filled first from the holes the site's learning left
+ * in the small class's collapsed ranges: je/jefill.c), made on the
+ * thread's first such allocation and destroyed with the thread; objects that a thread with a cache frees go
  * into its own cache (whichever thread made them), those of a thread
  * without one straight to the arena. jemalloc never collects explicit
  * caches by time: a cache holds what its bins hold until it is full. */
@@ -340,7 +351,7 @@ void *hp_huge_small(size_t size, bool zero) {
 	}
 	void *p = hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
 	    MALLOCX_TCACHE(tcache_id - 1) | (zero ? MALLOCX_ZERO : 0));
-	hp_assert(p == NULL || hp_region_contains(p));
+	hp_assert(p == NULL || hp_huge_small_home(p));
 	return p;
 }
 
@@ -351,7 +362,7 @@ void *hp_huge_small(size_t size, bool zero) {
 void *hp_huge_small_try(size_t size) {
 	unsigned tc = tcache_id;
 	void *p = hp_likely(tc != 0) ? hp_je_tc_try_malloc(size, tc - 1) : NULL;
-	hp_assert(p == NULL || hp_region_contains(p));
+	hp_assert(p == NULL || hp_huge_small_home(p));
 	return p;
 }
 

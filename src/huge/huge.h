@@ -64,9 +64,13 @@ void *hp_huge_realloc(void *p, size_t size);
 void hp_huge_atfork_child(void);
 /* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
 unsigned hp_huge_arena(void);
-/* A small object of a promoted site, on huge pages (a per-thread tcache);
- * NULL if the huge class cannot take it. */
+/* A small object of a promoted site, on huge pages (a per-thread tcache
+ * of the huge arena, filled first from the holes in the small class's
+ * collapsed ranges: je/jefill.c); NULL if the huge class cannot take it. */
 void *hp_huge_small(size_t size, bool zero);
+/* Whether p is where hp_huge_small's objects are: the huge class's
+ * region, or the small class's data. */
+bool hp_huge_small_home(const void *p);
 /* The same from this thread's cache on jemalloc's fast path, and
  * hp_huge_free's into it: NULL or false, and nothing done, when the
  * general path must (hp_huge_small, hp_huge_free). */

@@ -72,6 +72,32 @@ bool hp_collapse(uintptr_t r) {
 	return ok;
 }
 
+/* For je/jefill.c, which asks about many slabs under one of jemalloc's
+ * bin locks: whether any range is known collapsed (read without the
+ * lock; not once the set overflowed), the lock if it is free (it is held
+ * across madvise calls, which a bin lock must not wait for), and whether
+ * [start, end) lies in one collapsed range, the lock held. */
+bool hp_collapsed_any(void) {
+	uintptr_t hi = __atomic_load_n(&done_hi, __ATOMIC_ACQUIRE);
+	return hi != UINTPTR_MAX &&
+	    __atomic_load_n(&done_lo, __ATOMIC_ACQUIRE) != hi;
+}
+
+bool hp_collapsed_trylock(void) {
+	return hp_trylock(&lock);
+}
+
+void hp_collapsed_unlock(void) {
+	hp_unlock(&lock);
+}
+
+bool hp_collapsed_holds(uintptr_t start, uintptr_t end) {
+	hp_lock_assert_held(&lock);
+	hp_assert(start < end);
+	return !done.overflow && done.n > 0 && start >= done.r[0].start &&
+	    end <= done.r[done.n - 1].end && hp_ranges_hold(&done, start, end);
+}
+
 /* jemalloc's madvise (scripts/embed-jemalloc renames its calls to this;
  * nothing of ours calls it). */
 __attribute__((visibility("hidden"))) int hp_je_madvise(void *addr,

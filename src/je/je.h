@@ -111,6 +111,9 @@ void hp_edata_postfork_child(void);
 /* Whether [start, end) lies in jemalloc's own mappings and in none of
  * its bases: the small class's data. */
 bool hp_jemap_data(uintptr_t start, uintptr_t end);
+/* For assertions: whether address a can be the small class's data (its
+ * data, or the set of ranges overflowed and it is not known). */
+bool hp_jemap_may_hold(uintptr_t a);
 bool hp_jemap_resident(uint64_t *resident, uint64_t *metadata,
     uint64_t *huge, uint64_t (*ranges)[2], unsigned max, unsigned *nranges);
 void hp_jemap_prefork(void);
@@ -120,9 +123,19 @@ void hp_jemap_postfork_child(void);
  * most 2 MiB each, aligned): true if the kernel collapsed it. jemalloc's
  * purges there split it first. */
 bool hp_collapse(uintptr_t range);
+/* Whether any range is known collapsed; whether [start, end) lies in one
+ * range collapsed (and not split since), under the lock the trylock
+ * takes, if free, and unlock lets go (je/jefill.c). */
+bool hp_collapsed_any(void);
+bool hp_collapsed_trylock(void);
+void hp_collapsed_unlock(void);
+bool hp_collapsed_holds(uintptr_t start, uintptr_t end);
 void hp_collapse_prefork(void);
 void hp_collapse_postfork_parent(void);
 void hp_collapse_postfork_child(void);
+/* jefill.c: the huge arena's caches (promoted sites') are filled first
+ * from the holes in the small class's collapsed ranges. */
+HP_JE_API void hp_je_fill_holes_for(unsigned ind);
 /* jefork.c: what jemalloc's own fork handlers leave held, made anew. */
 void hp_jefork_child(void);
 

@@ -164,6 +164,14 @@ bool hp_jemap_data(uintptr_t start, uintptr_t end) {
 	return ok;
 }
 
+bool hp_jemap_may_hold(uintptr_t a) {
+	hp_lock(&jemap_lock);
+	bool ok = all.overflow || meta.overflow || (hp_ranges_hold(&all, a,
+	    a + 1) && !hp_ranges_touch(&meta, a, a + 1));
+	hp_unlock(&jemap_lock);
+	return ok;
+}
+
 void hp_jemap_prefork(void) {
 	hp_lock(&jemap_lock);
 }

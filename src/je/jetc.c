@@ -51,8 +51,9 @@ static inline tcache_t *explicit_cache(unsigned tc) {
 /* mallocx(size, MALLOCX_ARENA(a) | MALLOCX_TCACHE(tc)) when cache tc's
  * bin of size's class holds an object, and it can be taken as jemalloc's
  * malloc fast path takes one from the thread's own cache; NULL, and
- * nothing done, when not: then mallocx itself. Every object in the bin
- * came from arena a (the cache is used with that arena alone). */
+ * nothing done, when not: then mallocx itself. The bin's objects came
+ * from arena a, or for the huge arena's caches from the holes jefill.c
+ * found in the small class (jemalloc frees each to its own arena). */
 void *hp_je_tc_try_malloc(size_t size, unsigned tc) {
 	tsd_t *tsd = tsd_get(false);
 	if (unlikely(size > SC_LOOKUP_MAXCLASS || tsd == NULL))

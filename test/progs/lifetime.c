@@ -36,6 +36,11 @@
  *                                   passes; then all but one object per
  *                                   2 MiB of it freed and malloc_trim(0):
  *                                   the kept ones' pages split
+ *        lifetime holes MIB         as catchup, then every other object
+ *                                   caught up freed, and as many made again
+ *                                   at the site, promoted by then: where the
+ *                                   new ones are (the holes' collapsed
+ *                                   ranges, the huge class, or neither)
  *        lifetime sizes THREADS     one site keeps objects of sizes from 8 B
  *                                   to 1000 KiB; 0.4 s later THREADS threads
  *                                   (up to 128) make 32,000 more between
@@ -820,6 +825,58 @@ static int catchup(long mib) {
 	return 0;
 }
 
+/* Holes left in collapsed ranges by frees of a promoted site's objects
+ * (its learning's) are where its new objects go (src/je/jefill.c). */
+/* big_node is a tail call: the site is its caller's, this one's for both
+ * of holes' sets. */
+__attribute__((noipa)) static void make_big(void **p, long n, int c) {
+	for (long i = 0; i < n; i++) {
+		p[i] = big_node();
+		memset(p[i], c, 2048);
+	}
+}
+
+static int holes(long mib) {
+	long n = (mib << 20) / 2048;
+	void **p = malloc((size_t)n * sizeof *p);
+	make_big(p, n, 1);
+	hp_stats_t st;
+	if (!three_passes(&st))
+		return 3;
+	printf("objects=%ld\n", n);
+	small_in_thp(p, n, "objects");
+	long freed = 0, odd = 0;
+	for (long i = 0; i < n; i++)
+		if (hp_class_of(p[i]) == 1 && probe_thp_bytes(p[i], 2048) > 0 &&
+		    odd++ % 2 == 0) {
+			free(p[i]);
+			p[i] = NULL;
+			freed++;
+		}
+	void **q = malloc((size_t)freed * sizeof *q);
+	long small_thp = 0, small_other = 0, huge = 0;
+	make_big(q, freed, 2);
+	for (long i = 0; i < freed; i++) {
+		int c = hp_class_of(q[i]);
+		if (c == 1 && probe_thp_bytes(q[i], 2048) > 0)
+			small_thp++;
+		else if (c == 1)
+			small_other++;
+		else
+			huge++;
+	}
+	long bad = 0;
+	for (long i = 0; i < n; i++)
+		bad += p[i] != NULL && ((unsigned char *)p[i])[2047] != 1;
+	for (long i = 0; i < freed; i++)
+		bad += ((unsigned char *)q[i])[0] != 2 ||
+		    ((unsigned char *)q[i])[2047] != 2;
+	printf("freed=%ld\nrefill_small_thp=%ld\nrefill_small_other=%ld\n"
+	    "refill_other=%ld\ndata_ok=%d\n", freed, small_thp, small_other,
+	    huge, bad == 0);
+	return 0;
+}
+
 /* ---- sizes: the class's counters against the objects themselves ---- */
 
 /* Not a tail call: the return address is this function's, whoever calls. */
@@ -944,6 +1001,8 @@ int main(int argc, char **argv) {
 		return release(n);
 	if (strcmp(argv[1], "catchup") == 0)
 		return catchup(n);
+	if (strcmp(argv[1], "holes") == 0)
+		return holes(n);
 	if (strcmp(argv[1], "sizes") == 0)
 		return sizes(n);
 	if (strcmp(argv[1], "dl") == 0) {

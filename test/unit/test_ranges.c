@@ -79,3 +79,25 @@ Test(ranges, hold_needs_one_range_around) {
 	cr_assert_not(hp_ranges_hold(&s, 50, 120));
 	cr_assert_not(hp_ranges_hold(&s, 200, 300));
 }
+
+/* hold finds its range by binary search (collapse.c asks it for hundreds
+ * of slabs under one of jemalloc's bin locks): against the plain answer,
+ * for every query of a set of 97 ranges and the gaps between them. */
+Test(ranges, hold_by_search_agrees_with_a_scan) {
+	enum { N = 97 };
+	static hp_range_t many[N];
+	hp_ranges_t s = {many, 0, N, false};
+	for (uintptr_t i = 0; i < N; i++)  /* [10i+1, 10i+7): gaps of 4 */
+		hp_ranges_add(&s, 10 * i + 1, 10 * i + 7);
+	cr_assert_eq(s.n, N);
+	for (uintptr_t a = 0; a < 10 * N + 10; a++)
+		for (uintptr_t e = a + 1; e < a + 12; e++) {
+			bool want = false;
+			for (unsigned i = 0; i < s.n; i++)
+				want |= s.r[i].start <= a && e <= s.r[i].end;
+			cr_assert_eq(hp_ranges_hold(&s, a, e), want,
+			    "[%lu, %lu)", (unsigned long)a, (unsigned long)e);
+		}
+	hp_ranges_t empty = {many, 0, N, false};
+	cr_assert_not(hp_ranges_hold(&empty, 5, 6));
+}
