@@ -479,7 +479,7 @@ Test(lifetime, promoted_site_fills_the_holes_its_learning_left) {
 	    r.out);
 	/* Not those the thread's own cache kept, nor those in ranges that
 	 * jemalloc's purges (decay_ms:0) split again, where the huge arena
-	 * fills the cache: 95.1% to 99.6% went into the holes in 9 runs,
+	 * fills the cache: 95.1% to 99.6% went into the holes in 8 runs,
 	 * none without jefill.c. The sampled ones (every 512 KiB) go to the
 	 * small class's 4 KiB pages. */
 	cr_assert_geq(hp_kv(&r, "refill_small_thp"), 0.8 * freed, "%s", r.out);
