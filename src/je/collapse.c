@@ -94,8 +94,7 @@ void hp_collapsed_unlock(void) {
 bool hp_collapsed_holds(uintptr_t start, uintptr_t end) {
 	hp_lock_assert_held(&lock);
 	hp_assert(start < end);
-	return !done.overflow && done.n > 0 && start >= done.r[0].start &&
-	    end <= done.r[done.n - 1].end && hp_ranges_hold(&done, start, end);
+	return !done.overflow && hp_ranges_hold(&done, start, end);
 }
 
 /* jemalloc's madvise (scripts/embed-jemalloc renames its calls to this;
