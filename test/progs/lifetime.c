@@ -664,12 +664,30 @@ static bool stats_now(hp_stats_t *st) {
 	return probe_stats(st) && st->magic == HP_STATS_MAGIC;
 }
 
-/* Waits for three maintenance passes from now; st: the page after. */
+/* Catch-up's work so far: ranges collapsed, skipped, failed, dropped. */
+static uint64_t catchup_work(const hp_stats_t *st) {
+	return st->lifetime.caught_up + st->lifetime.caught_up_skipped +
+	    st->lifetime.caught_up_failed + st->lifetime.caught_up_dropped;
+}
+
+/* Waits for three maintenance passes from now, then for more until two
+ * in a row found catch-up with nothing left to do (how many ranges a pass
+ * collapses is the kernel's pace: on a slow host three passes did only
+ * 67 to 131 of some 195), 600 passes at most; st: the page after. */
 static bool three_passes(hp_stats_t *st) {
 	if (!stats_now(st))
 		return false;
-	uint64_t from = st->maintenance.passes;
-	while (stats_now(st) && st->maintenance.passes < from + 3) {
+	uint64_t from = st->maintenance.passes, seen = from;
+	uint64_t work = catchup_work(st), idle = 0;
+	while (stats_now(st) && st->maintenance.passes < from + 600) {
+		if (st->maintenance.passes != seen) {
+			seen = st->maintenance.passes;
+			uint64_t w = catchup_work(st);
+			idle = w == work ? idle + 1 : 0;
+			work = w;
+			if (seen >= from + 3 && idle >= 2)
+				break;
+		}
 		struct timespec d = {0, 10000000};
 		nanosleep(&d, NULL);
 	}
