@@ -98,7 +98,7 @@ JE_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -D_REENTRANT \
 	-Dpthread_mutex_unlock=hp_mutex_unlock -I$(JE_HDRS)/include -MMD -MP
 $(JE_NS): $(wildcard $(JE_PIC)) scripts/jemalloc-headers scripts/jemalloc-source | $(BUILD)
 	scripts/jemalloc-headers $(JE_HDRS) $(JE_PIC)
-JE_INTERNAL := jetc jectl jefill
+JE_INTERNAL := jetc jectl jefill jeexit
 $(patsubst %,$(BUILD)/obj/je/%.o,$(JE_INTERNAL)): $(BUILD)/obj/je/%.o: src/je/%.c $(JE_NS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(JE_CFLAGS) $(LTO) -c $< -o $@

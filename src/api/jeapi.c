@@ -241,6 +241,13 @@ static int read_plus_ll(int r, void *oldp, size_t *oldlenp, bool active) {
 	return r;
 }
 
+/* "background_thread" written by the program: its choice stands, and the
+ * library no longer starts jemalloc's threads itself (huge/huge.c). */
+static void wrote_background(int r, const void *newp, size_t newlen) {
+	if (r == 0 && newlen == sizeof(bool))
+		hp_huge_background_chosen(*(const bool *)newp);
+}
+
 /* "epoch" written: jemalloc's statistics, then the library's counters,
  * refreshed together. */
 static int write_epoch(int r) {
@@ -260,6 +267,9 @@ HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
 	int r = hp_je_mallctl(name, oldp, oldlenp, newp, newlen);
 	if (newp != NULL && name != NULL && strcmp(name, "epoch") == 0)
 		r = write_epoch(r);
+	else if (newp != NULL && name != NULL &&
+	    strcmp(name, "background_thread") == 0)
+		wrote_background(r, newp, newlen);
 	else if (hp_ll_size != 0 && name != NULL && newp == NULL &&
 	    (strcmp(name, "stats.allocated") == 0 ||
 	    strcmp(name, "stats.active") == 0))
@@ -296,6 +306,8 @@ HP_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp,
 	int r = hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
 	if (newp != NULL && mib_is(mib, miblen, "epoch", 1))
 		r = write_epoch(r);
+	else if (newp != NULL && mib_is(mib, miblen, "background_thread", 1))
+		wrote_background(r, newp, newlen);
 	else if (hp_ll_size != 0 && newp == NULL && miblen == 2 &&
 	    (mib_is(mib, miblen, "stats.allocated", 2) ||
 	    mib_is(mib, miblen, "stats.active", 2)))

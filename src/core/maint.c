@@ -35,9 +35,14 @@ static void *maintain(void *arg) {
 	(void)arg;
 	char decay[64] = "";
 	long ms = hp_conf.maintain_ms;
+	unsigned passes = 0;
 	for (;;) {
 		struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
 		nanosleep(&t, NULL);
+		/* A program that has run this long gets jemalloc's threads too
+		 * (huge/huge.c). */
+		if (passes < HP_BG_AFTER_PASSES && ++passes == HP_BG_AFTER_PASSES)
+			hp_huge_start_background();
 		/* Purge what the decay curve says is due, so that free pages
 		 * go back at this pace whatever jemalloc's own thread does. */
 		hp_backing_poll();

@@ -340,6 +340,10 @@ static void refresh(bool enforce) {
 void hp_stats_refresh(bool enforce) {
 	hp_lock(&refresh_lock);
 	refresh(enforce);
+	/* The maintenance thread's pass: the buffer jemalloc's figures were
+	 * merged in goes back (je/jectl.c). */
+	if (enforce)
+		hp_je_counts_release();
 	hp_unlock(&refresh_lock);
 }
 

@@ -30,6 +30,7 @@ static int huge_flags;         /* MALLOCX_ARENA(i) | MALLOCX_TCACHE_NONE */
 static unsigned huge_ind = HP_NO_ARENA;
 static int warned_fallback;
 static bool threads_on;        /* off again in a fork child */
+static bool background_on;     /* jemalloc's; off again in a fork child */
 /* Whether this thread has made a slow allocation (core/route.c), and the
  * first thread that did (the program's main thread, as a rule). */
 HP_TLS bool hp_huge_thread_seen;
@@ -164,34 +165,73 @@ static bool create_arena(void) {
 
 /*
  * Free huge pages must go back while the program makes no malloc call:
- * jemalloc's background threads purge on the decay curve, and the
- * maintenance thread (core/maint.c, started through hp_huge_on_threads)
- * drives the huge arena's decay once a
- * second. Both start with the first huge-class allocation, or with the
- * first allocation of a program's second thread (core/route.c), not at
- * load: a single-threaded process that never uses the huge class stays
- * single-threaded (unshare(CLONE_NEWUSER) needs that). Once started they
- * stay, also after the program's own threads have exited. A MALLOC_CONF
- * background_thread:false is kept (jeconf.c); the maintenance thread
- * alone starts and purges then. jemalloc turns its threads off in a fork
- * child; hp_huge_atfork_child re-arms the start.
+ * the maintenance thread (core/maint.c, started through
+ * hp_huge_on_threads) drives the huge arena's decay once a second. It
+ * starts with the first huge-class allocation, or with the first
+ * allocation of a program's second thread (core/route.c), not at load: a
+ * single-threaded process that never uses the huge class stays
+ * single-threaded (unshare(CLONE_NEWUSER) needs that). Once started it
+ * stays, also after the program's own threads have exited.
+ *
+ * jemalloc's background threads, which purge the small class on the
+ * decay curve while the program makes no malloc call, start later: with
+ * the maintenance thread's HP_BG_AFTER_PASSES-th pass, 10 s after it
+ * started at the default maintain_ms. A service gets them; a short
+ * program with a few threads never does, as under jemalloc's own
+ * default. Started through mallctl, they set up ctl's copy of every
+ * arena's statistics; with that, their code, stacks and the dirty pages
+ * they leave for their next pass, starting them later cut a three-thread
+ * program's peak (W11, 3 s) by 0.86 MB (docs/benchmarks.md). Without
+ * them, a thread that exits does not purge its arena either
+ * (je/jeexit.c). A MALLOC_CONF
+ * background_thread:false is kept (jeconf.c), and so is the program's own
+ * mallctl of it (hp_huge_background_chosen); under background_thread:true
+ * jemalloc starts them itself, at its own start, and in a fork child the
+ * maintenance thread's start does. jemalloc turns its threads off in a
+ * fork child; hp_huge_atfork_child re-arms both starts.
  */
 void (*hp_huge_on_threads)(void);
 
-static void start_threads(void) {
+static void start_background(void) {
 	hp_lock_assert_held(&start_lock);
+	if (background_on || hp_jeconf_background_off())
+		return;
 	/* Through mallctl, under ctl's lock, though its first call makes
 	 * ctl's copy of every arena's statistics: je/jectl.c says why. */
 	bool on = true;
-	int err = hp_jeconf_background_off() ? 0 : hp_je_mallctl(
-	    "background_thread", NULL, NULL, &on, sizeof on);
-	if (err != 0)
+	int err = hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on);
+	if (err != 0) {
 		hp_log("could not start jemalloc's background threads (%s); "
-		    "free memory goes back once a second and on malloc_trim",
-		    hp_strerror(err));
+		    "the small class's free memory goes back as the program "
+		    "allocates, and on malloc_trim", hp_strerror(err));
+		/* Nothing else will purge an arena its threads have left. */
+		hp_je_exit_purge(true);
+	}
+	__atomic_store_n(&background_on, true, __ATOMIC_RELEASE);
+}
+
+void hp_huge_background_chosen(bool on) {
+	hp_lock(&start_lock);
+	hp_je_exit_purge(!on);
+	__atomic_store_n(&background_on, true, __ATOMIC_RELEASE);
+	hp_unlock(&start_lock);
+}
+
+static void start_threads(void) {
+	hp_lock_assert_held(&start_lock);
+	if (hp_jeconf_background_on())
+		start_background();
 	__atomic_store_n(&threads_on, true, __ATOMIC_RELEASE);
 	if (hp_huge_on_threads != NULL)
 		hp_huge_on_threads();
+}
+
+void hp_huge_start_background(void) {
+	if (__atomic_load_n(&background_on, __ATOMIC_ACQUIRE))
+		return;
+	hp_lock(&start_lock);
+	start_background();
+	hp_unlock(&start_lock);
 }
 
 unsigned hp_huge_arena(void) {
@@ -205,6 +245,7 @@ void hp_huge_atfork_child(void) {
 	first_thread = (uintptr_t)pthread_self();
 	hp_huge_thread_seen = true;
 	threads_on = false;
+	background_on = false;
 	ready = false;
 	hp_lock_reinit(&start_lock);
 	tcache_atfork_child();
@@ -250,13 +291,10 @@ static bool try_start_threads(void) {
 }
 
 /* A thread's first slow allocation: any thread but the first starts the
- * threads, as the huge class's first allocation does. Without jemalloc's
- * background thread, a thread that exits purges every dirty page of its
- * arena when no other thread uses it (jemalloc's tcache_destroy), and
- * the next thread there faults them back: short-lived threads (W12) paid
- * a purge and its faults each. A program that starts no thread of its
- * own still has none of ours. A thread that found the start in another's
- * hands (or its own, nested) asks again next time. */
+ * threads, as the huge class's first allocation does. A program that
+ * starts no thread of its own still has none of ours. A thread that
+ * found the start in another's hands (or its own, nested) asks again
+ * next time. */
 void hp_huge_thread_first(void) {
 	uintptr_t me = (uintptr_t)pthread_self(), first = 0;
 	hp_huge_thread_seen = __atomic_compare_exchange_n(&first_thread,

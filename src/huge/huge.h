@@ -77,13 +77,21 @@ bool hp_huge_small_home(const void *p);
 void *hp_huge_small_try(size_t size);
 bool hp_huge_free_try(void *p);
 /* Called once when the threads start (the huge class's first allocation,
- * or a program's second thread: core/route.c), after jemalloc's
- * background threads are on: start-up (core/init.c) sets it to start the
- * maintenance thread. */
+ * or a program's second thread: core/route.c): start-up (core/init.c)
+ * sets it to start the maintenance thread. */
 extern void (*hp_huge_on_threads)(void);
 /* Starts the huge class's threads, for a class that uses huge pages
  * without the huge arena (the long-lived class). */
 void hp_huge_start_threads(void);
+/* Starts jemalloc's background threads, if they are not on and
+ * MALLOC_CONF does not keep them off: the maintenance thread calls it
+ * after its HP_BG_AFTER_PASSES-th pass, 10 s at the default maintain_ms
+ * (huge.c says why not sooner). */
+#define HP_BG_AFTER_PASSES 10
+void hp_huge_start_background(void);
+/* The program turned them on or off itself (mallctl "background_thread",
+ * api/jeapi.c): the library leaves them so. */
+void hp_huge_background_chosen(bool on);
 /* route.c's slot path, on a thread's first slow allocation: the threads
  * start when a second thread allocates (huge.c says why). */
 extern HP_TLS bool hp_huge_thread_seen;

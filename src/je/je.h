@@ -55,8 +55,12 @@ extern HP_JE_API const char *hp_je_malloc_conf_2_conf_harder;
 /* jeconf.c: jemalloc's options. The string jemalloc reads last (after the
  * user's MALLOC_CONF), with one line for each user setting it overrides. */
 const char *hp_jeconf(const hp_conf_t *c);
-/* MALLOC_CONF said background_thread:false: jemalloc's threads stay off. */
+/* MALLOC_CONF said background_thread:false: jemalloc's threads stay off;
+ * background_thread:true: jemalloc starts them at its start, and in a
+ * fork child they start with the library's threads, not later
+ * (huge/huge.c). */
 bool hp_jeconf_background_off(void);
+bool hp_jeconf_background_on(void);
 
 
 /* arena.c: the library's own jemalloc arenas over extent hooks. */
@@ -90,6 +94,14 @@ HP_JE_API unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
 HP_JE_API void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
     uint64_t *pdirty, uint64_t *resident);
+/* The pages of hp_je_counts' buffer given back (once a maintenance pass),
+ * under the same serialization. */
+HP_JE_API void hp_je_counts_release(void);
+/* jeexit.c: whether a thread's exit purges every dirty page of an arena
+ * no thread uses any more, as jemalloc does without background threads
+ * (true), or decays it as with them (false, until jemalloc's threads
+ * start: huge/huge.c). */
+HP_JE_API void hp_je_exit_purge(bool purge);
 /* The first index of the arenas made after jemalloc's start, and the
  * number of indices taken. */
 HP_JE_API unsigned hp_je_manual_base(void);

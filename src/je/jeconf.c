@@ -32,7 +32,7 @@ static const struct {
 #define NFORCED (sizeof forced / sizeof forced[0])
 
 static char harder[256];
-static bool background_off;
+static bool background_off, background_on;
 
 /* What the library sets key to. */
 static const char *value_of(size_t i, char *buf, size_t n,
@@ -170,8 +170,15 @@ static void item(void *arg, const char *k, size_t klen, const char *v,
 			s->vlen[i] = vlen;
 			s->vsrc[i] = s->source;
 		}
-	if (klen == 17 && memcmp(k, "background_thread", 17) == 0)
-		background_off = vlen == 5 && memcmp(v, "false", 5) == 0;
+	/* As jemalloc reads it: true or false, anything else ignored. */
+	if (klen == 17 && memcmp(k, "background_thread", 17) == 0) {
+		bool off = vlen == 5 && memcmp(v, "false", 5) == 0;
+		bool on = vlen == 4 && memcmp(v, "true", 4) == 0;
+		if (on || off) {
+			background_off = off;
+			background_on = on;
+		}
+	}
 }
 
 /* An item without a colon (jemalloc reads an empty key, ":v", and goes
@@ -263,4 +270,8 @@ const char *hp_jeconf(const hp_conf_t *c) {
 
 bool hp_jeconf_background_off(void) {
 	return background_off;
+}
+
+bool hp_jeconf_background_on(void) {
+	return background_on;
 }

@@ -35,6 +35,7 @@ HP_HIDDEN unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
 HP_HIDDEN void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive, uint64_t *pdirty,
     uint64_t *resident);
+HP_HIDDEN void hp_je_counts_release(void);
 HP_HIDDEN unsigned hp_je_manual_base(void);
 HP_HIDDEN unsigned hp_je_narenas(void);
 HP_HIDDEN bool hp_je_opt_retain(void);
@@ -68,7 +69,10 @@ unsigned hp_je_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
 
 /* One arena's statistics, merged here as ctl merges them. Static (29 KiB
  * and more: not for a host's stack); the callers serialize (core/stats.c
- * holds its refresh lock). */
+ * holds its refresh lock). Its whole pages are given back once a
+ * maintenance pass (hp_je_counts_release): else the 40 KiB that every
+ * refresh writes would stay in every process's memory, 4% of what the
+ * library may add to a small program's (docs/limits.md). */
 static struct {
 	arena_stats_t astats;
 	bin_stats_data_t bstats[SC_NBINS];
@@ -77,6 +81,20 @@ static struct {
 	hpa_shard_stats_t hpastats;
 	sec_stats_t secstats;
 } merged;
+
+/* base/os.c's, declared here: this file includes no header of the
+ * library's. */
+HP_HIDDEN int hp_os_madvise(void *addr, size_t len, int advice);
+
+/* merged's whole pages given back: they read as zero again, and are no
+ * longer resident. Under the callers' serialization, as hp_je_counts. */
+void hp_je_counts_release(void) {
+	char *lo = (char *)&merged, *hi = lo + sizeof merged;
+	char *a = (char *)PAGE_CEILING((uintptr_t)lo);
+	char *b = (char *)PAGE_ADDR2BASE(hi);
+	if (a < b)
+		hp_os_madvise(a, (size_t)(b - a), MADV_DONTNEED);
+}
 
 static void add_arena(tsdn_t *tsdn, arena_t *arena, uint64_t *live,
     uint64_t *nmalloc, uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
