@@ -156,6 +156,7 @@ void hp_stats_heap_totals(hp_heap_t *h) {
 	unsigned ind = hp_huge_arena();
 	if (hp_threshold != SIZE_MAX && ind != HP_NO_ARENA)
 		je_figures(ind, hg);
+	hp_je_counts_release();
 	hp_unlock(&refresh_lock);
 	uint64_t small_live = all[0], huge_live = hg[0], nmalloc = hg[1],
 	    ndalloc = hg[2], all_pactive = all[4], huge_pactive = hg[4],
@@ -418,6 +419,7 @@ void hp_stats_init(void) {
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	hp_lock(&refresh_lock);
 	collect(&local);
+	hp_je_counts_release();        /* a program may never have a pass */
 	hp_unlock(&refresh_lock);
 }
 

@@ -204,15 +204,26 @@ static void start_background(void) {
 		hp_log("could not start jemalloc's background threads (%s); "
 		    "the small class's free memory goes back as the program "
 		    "allocates, and on malloc_trim", hp_strerror(err));
-		/* Nothing else will purge an arena its threads have left. */
+		/* jemalloc leaves itself marked on after a failed start, and
+		 * then purges only from its threads: off again, so that the
+		 * program's calls and a thread's exit purge (je/jeexit.c). */
+		on = false;
+		hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on);
 		hp_je_exit_purge(true);
 	}
 	__atomic_store_n(&background_on, true, __ATOMIC_RELEASE);
 }
 
+/* The program's own choice (-1: none), kept in a fork child too. */
+static int background_chosen = -1;
+
 void hp_huge_background_chosen(bool on) {
 	hp_lock(&start_lock);
+	/* Again under start_lock: a start of the library's between the
+	 * program's mallctl and this lock would have undone it. */
+	hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on);
 	hp_je_exit_purge(!on);
+	background_chosen = on;
 	__atomic_store_n(&background_on, true, __ATOMIC_RELEASE);
 	hp_unlock(&start_lock);
 }
@@ -245,7 +256,9 @@ void hp_huge_atfork_child(void) {
 	first_thread = (uintptr_t)pthread_self();
 	hp_huge_thread_seen = true;
 	threads_on = false;
-	background_on = false;
+	/* jemalloc's are off in the child: started again as in the parent,
+	 * unless the program turned them off. */
+	background_on = background_chosen == 0;
 	ready = false;
 	hp_lock_reinit(&start_lock);
 	tcache_atfork_child();

@@ -17,8 +17,10 @@
  * (MALLOC_CONF background_thread:false, the program's own mallctl, or a
  * start that failed: hp_je_exit_purge), the purge is jemalloc's again.
  *
- * tcache.c's other calls (a cache flushed, an explicit cache destroyed)
- * decay without "all" and are passed on as they are.
+ * tcache.c's other calls (a cache's flush, and the first two of a
+ * destroyed cache's) decay without "all" and are passed on as they are;
+ * an explicit cache destroyed whose arena has no thread asks for "all"
+ * as a thread's exit does, and is treated alike.
  *
  * Built against jemalloc's internal headers, as jefill.c is, so that the
  * compiler checks arena_decay's signature.
