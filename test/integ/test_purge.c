@@ -135,7 +135,7 @@ Test(purge, descriptors_fall_back_to_jemalloc) {
  * are cleared with memset, not purged and faulted in again
  * (src/je/jezero.c). 1,000 threads, the minor faults per thread over the
  * last 500 (the kernel's count): 28.14 under Debian's jemalloc, and under
- * the library before either; 0.01 to 0.05 with both. Under MALLOC_CONF
+ * the library before either; 0.01 to 0.07 with both. Under MALLOC_CONF
  * background_thread:false nothing else would ever purge an arena its
  * threads left, and a thread's exit purges it again, as under jemalloc:
  * its pages are faulted back (20 to 30 per thread). */
