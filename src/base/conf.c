@@ -232,7 +232,8 @@ const hp_option_t hp_options[] = {
     O("maintain_ms", K_LONG, maintain_ms, HP_MAINT_MIN, HP_MAINT_MAX, NULL,
       "10..3600000", "1000", "1000", "how often the maintenance thread "
       "refreshes the live counters, drives the huge class's decay and "
-      "enforces strand_limit"),
+      "enforces strand_limit; its tenth pass starts jemalloc's background "
+      "threads"),
     O("mmap_threshold", K_SIZE_OFF, mmap_threshold, HP_MMAP_MIN,
       HP_MMAP_MAX, NULL, "bytes, 2m..1t, or off", "8m", "8m", "the "
       "program's own anonymous mappings of at least this size are advised "
