@@ -107,13 +107,14 @@ static void program_arena(unsigned ind, uint64_t *v) {
 static void je_figures(unsigned ind, uint64_t v[7]) {
 	hp_lock_assert_held(&refresh_lock);
 	unsigned base = hp_je_manual_base(), n = hp_je_narenas();
-	bool epoch = false;
+	bool epoch = false, counted = false;
 	for (unsigned i = 0; i < n; i++) {
 		if (ind != 4096 && i != ind)
 			continue;
 		if (i < base || hp_arena_is_own(i)) {
 			hp_je_counts(i, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
 			    &v[6]);
+			counted = true;
 			continue;
 		}
 		if (!epoch) {
@@ -124,6 +125,9 @@ static void je_figures(unsigned ind, uint64_t v[7]) {
 		}
 		program_arena(i, v);
 	}
+	/* The buffer hp_je_counts merged in goes back (je/jectl.c). */
+	if (counted)
+		hp_je_counts_release();
 }
 
 /* Live bytes and counts of an arena (or 4096: all of them), and its
@@ -156,7 +160,6 @@ void hp_stats_heap_totals(hp_heap_t *h) {
 	unsigned ind = hp_huge_arena();
 	if (hp_threshold != SIZE_MAX && ind != HP_NO_ARENA)
 		je_figures(ind, hg);
-	hp_je_counts_release();
 	hp_unlock(&refresh_lock);
 	uint64_t small_live = all[0], huge_live = hg[0], nmalloc = hg[1],
 	    ndalloc = hg[2], all_pactive = all[4], huge_pactive = hg[4],
@@ -341,10 +344,6 @@ static void refresh(bool enforce) {
 void hp_stats_refresh(bool enforce) {
 	hp_lock(&refresh_lock);
 	refresh(enforce);
-	/* The maintenance thread's pass: the buffer jemalloc's figures were
-	 * merged in goes back (je/jectl.c). */
-	if (enforce)
-		hp_je_counts_release();
 	hp_unlock(&refresh_lock);
 }
 
@@ -419,7 +418,6 @@ void hp_stats_init(void) {
 	hp_conf_describe(&hp_conf, local.policy, sizeof local.policy);
 	hp_lock(&refresh_lock);
 	collect(&local);
-	hp_je_counts_release();        /* a program may never have a pass */
 	hp_unlock(&refresh_lock);
 }
 

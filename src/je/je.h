@@ -94,9 +94,8 @@ HP_JE_API unsigned hp_je_arena_create_early(extent_hooks_t *hooks,
 HP_JE_API void hp_je_counts(unsigned ind, uint64_t *live, uint64_t *nmalloc,
     uint64_t *ndalloc, uint64_t *mapped, uint64_t *pactive,
     uint64_t *pdirty, uint64_t *resident);
-/* The pages of hp_je_counts' buffer given back (after a refresh: at
- * start-up, each maintenance pass, each mallinfo), under the same
- * serialization. */
+/* The pages of hp_je_counts' buffer given back (after each read of the
+ * figures: core/stats.c), under the same serialization. */
 HP_JE_API void hp_je_counts_release(void);
 /* jeexit.c: whether a thread's exit purges every dirty page of an arena
  * no thread uses any more, as jemalloc does without background threads

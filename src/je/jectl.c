@@ -70,7 +70,7 @@ unsigned hp_je_arena_create_early(extent_hooks_t *hooks, long dirty_ms,
 /* One arena's statistics, merged here as ctl merges them. Static (29 KiB
  * and more: not for a host's stack); the callers serialize (core/stats.c
  * holds its refresh lock). Its whole pages are given back after each
- * refresh (hp_je_counts_release): else the 40 KiB that every
+ * read of the figures (hp_je_counts_release): else the 40 KiB that every
  * refresh writes would stay in every process's memory, 4% of what the
  * library may add to a small program's (docs/limits.md). */
 static struct {
