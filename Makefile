@@ -94,11 +94,12 @@ JE_NS   := $(JE_HDRS)/include/jemalloc/internal/private_namespace.h
 # functions as the embedded archive does (scripts/embed-jemalloc), so that
 # src/base/lock.c counts every lock held.
 JE_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -D_REENTRANT \
+	-Werror=implicit-function-declaration \
 	-Dpthread_mutex_lock=hp_mutex_lock -Dpthread_mutex_trylock=hp_mutex_trylock \
 	-Dpthread_mutex_unlock=hp_mutex_unlock -I$(JE_HDRS)/include -MMD -MP
 $(JE_NS): $(wildcard $(JE_PIC)) scripts/jemalloc-headers scripts/jemalloc-source | $(BUILD)
 	scripts/jemalloc-headers $(JE_HDRS) $(JE_PIC)
-JE_INTERNAL := jetc jectl jefill jeexit
+JE_INTERNAL := jetc jectl jefill jeexit jefork
 $(patsubst %,$(BUILD)/obj/je/%.o,$(JE_INTERNAL)): $(BUILD)/obj/je/%.o: src/je/%.c $(JE_NS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(JE_CFLAGS) $(LTO) -c $< -o $@

@@ -23,7 +23,9 @@
  *                                       jemalloc's madvise), madvise
  * Ranks 8 to 15 are leaves, taken inside jemalloc's extent code with
  * nothing taken under them; only fork's prepare handlers hold them
- * together (core/init.c), in this order. Rank 15 is also tried (never
+ * together (core/init.c), in this order. Rank 1 is held across a fork
+ * as well, taken first in jemalloc's prepare handler (je/jefork.c's
+ * hook), as a start holds it across mallctl. Rank 15 is also tried (never
  * waited for) under one of jemalloc's bin locks (je/jefill.c).
  *
  * Each thread counts the mutexes it holds, these and jemalloc's (whose

@@ -122,6 +122,7 @@ static void start(void) {
 	/* The layers below call up only through these hooks. */
 	hp_huge_on_threads = hp_maint_start;
 	hp_mmap_on_change = hp_stats_mmap_changed;
+	hp_je_fork_hooks(hp_huge_prefork, hp_huge_postfork_parent);
 	/* Last but the program's mappings: route.c's slot path takes a
 	 * non-zero threshold as start-up done for the allocation paths. */
 	__atomic_store_n(&hp_threshold, threshold, __ATOMIC_RELEASE);

@@ -251,6 +251,17 @@ unsigned hp_huge_arena(void) {
 
 static void tcache_atfork_child(void);
 
+/* Without it, a fork while another thread makes the huge arena left the
+ * child with the arena made (and counted among the library's own) but
+ * huge_ind unset: the child made a second one (test/progs/forkmt). */
+void hp_huge_prefork(void) {
+	hp_lock(&start_lock);
+}
+
+void hp_huge_postfork_parent(void) {
+	hp_unlock(&start_lock);
+}
+
 void hp_huge_atfork_child(void) {
 	/* The child's one thread, the forking one, is its first. */
 	first_thread = (uintptr_t)pthread_self();

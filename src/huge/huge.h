@@ -62,6 +62,11 @@ bool hp_huge_init(const hp_conf_t *c);
 void *hp_huge_alloc(size_t size, size_t align, bool zero);
 void *hp_huge_realloc(void *p, size_t size);
 void hp_huge_atfork_child(void);
+/* start_lock held across a fork (the child makes it anew): taken first
+ * in jemalloc's prepare handler (je/jefork.c), as a start holds it
+ * across mallctl. */
+void hp_huge_prefork(void);
+void hp_huge_postfork_parent(void);
 /* The huge arena's index; HP_NO_ARENA until the first huge allocation. */
 unsigned hp_huge_arena(void);
 /* A small object of a promoted site, on huge pages (a per-thread tcache

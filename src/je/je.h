@@ -150,6 +150,10 @@ void hp_collapse_postfork_child(void);
 HP_JE_API void hp_je_fill_holes_for(unsigned ind);
 /* jefork.c: what jemalloc's own fork handlers leave held, made anew. */
 void hp_jefork_child(void);
+/* A lock held across mallctl, held across a fork too: first is called
+ * first in the prepare handler, last last in the parent's. Once, at
+ * start-up (it boots jemalloc if nothing has yet). */
+void hp_je_fork_hooks(void (*first)(void), void (*last)(void));
 
 
 #pragma GCC visibility pop
