@@ -112,7 +112,7 @@ $(DEBUG)/libhugepreload.so: $(DBG_OBJS) $(BUILD)/libjemalloc_hp.a src/api/export
 
 # The command: the wrapper, stat, doctor, enable and disable.
 TOOL_SRCS := tools/hugepreload.c tools/cli.c tools/stat.c tools/statpage.c tools/doctor.c tools/unit.c
-TOOL_OBJS := $(patsubst %,$(BUILD)/obj/base/%.o,stats_print conf escape os)
+TOOL_OBJS := $(patsubst %,$(BUILD)/obj/base/%.o,stats_print conf escape os fmt)
 $(BUILD)/hugepreload: $(TOOL_SRCS) tools/cli.h $(TOOL_OBJS)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Isrc -Iinclude \
 		-DHP_LIB_FROM_BIN='"../lib/$(MULTIARCH)/hugepreload"' \
@@ -191,7 +191,7 @@ $(BUILD)/pymap.py: test/progs/pymap.py
 # before it in its folder, and the folders before that (archives of their
 # debug objects; the embedded jemalloc is the je layer's). A module that
 # reached up would not link. Each runs as build/unit/test_MODULE.
-UNIT := conf escape lock ranges tally cgroup hpage jemath region slot site profile
+UNIT := conf escape fmt lock ranges tally cgroup hpage jemath region slot site profile
 $(foreach l,$(LAYERS),$(eval $(DEBUG)/lib/$(l).a: $(filter $(DEBUG)/obj/$(l)/%,$(DBG_OBJS)) ; \
 	@mkdir -p $$(dir $$@) && rm -f $$@ && ar rcs $$@ $$^))
 # MODULE -> its object, the objects before it in its folder, the archives

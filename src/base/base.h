@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <sys/types.h>
 #include "base/types.h"
+#include "base/fmt.h"
 
 #pragma GCC visibility push(hidden)
 

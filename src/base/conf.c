@@ -51,7 +51,7 @@ void hp_conf_path(const char *path, char *out, size_t n) {
 	size_t o = 0;
 	for (const char *c = path; *c && o + 1 < n; c++) {
 		if (c[0] == '%' && c[1] == 'p') {
-			int w = snprintf(out + o, n - o, "%d", (int)getpid());
+			int w = hp_fmt(out + o, n - o, "%d", (int)getpid());
 			o = w > 0 && (size_t)w < n - o ? o + (size_t)w : n - 1;
 			c++;
 		} else {
@@ -143,7 +143,7 @@ static void report(hp_conf_report_t rep, void *ctx, const char *fmt, ...) {
 	char msg[256];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	hp_vfmt(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (rep != NULL)
 		rep(ctx, msg);
@@ -395,8 +395,8 @@ void hp_conf_parse(hp_conf_t *c, const char *s, hp_conf_report_t rep,
 int hp_conf_describe(const hp_conf_t *c, char *buf, size_t n) {
 	char mmap_t[24] = "off";
 	if (c->mmap_threshold != SIZE_MAX)
-		snprintf(mmap_t, sizeof mmap_t, "%zu", c->mmap_threshold);
-	return snprintf(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
+		hp_fmt(mmap_t, sizeof mmap_t, "%zu", c->mmap_threshold);
+	return hp_fmt(buf, n, "large_threshold:%zu,backing:%s,hugetlb_size:%s,"
 	    "collapse:%s,decay_ms:%ld,reserve:%zu,strand_limit:%zu%s,"
 	    "lifetime:%s,lifetime_sample:%zu,lifetime_sample_rate:%ld,"
 	    "lifetime_ms:%ld,maintain_ms:%ld,"

@@ -17,9 +17,9 @@
 static void vlog(const char *fmt, va_list ap) {
 	char msg[512], line[1024];
 	/* glibc sets the name from argv[0] before any constructor runs. */
-	int n = snprintf(msg, sizeof msg, "hugepreload: %.64s[%d]: ",
+	int n = hp_fmt(msg, sizeof msg, "hugepreload: %.64s[%d]: ",
 	    program_invocation_short_name, (int)getpid());
-	int m = vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+	int m = hp_vfmt(msg + n, sizeof msg - (size_t)n, fmt, ap);
 	if (m < 0)
 		return;
 	n += m;

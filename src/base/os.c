@@ -198,7 +198,7 @@ ssize_t hp_os_read_file(const char *path, char *buf, size_t n) {
 long hp_os_read_long(const char *path) {
 	char buf[32];
 	return hp_os_read_file(path, buf, sizeof buf) > 0 ?
-	    strtol(buf, NULL, 10) : -1;
+	    hp_parse_long(buf, NULL) : -1;
 }
 
 int hp_os_page_exclusive(int fd, uintptr_t addr) {

@@ -581,7 +581,7 @@ _Static_assert(NNAMES <= HP_STATS_ARENAS, "a name for each slot of the page");
 void hp_stats_name_arenas(hp_stats_t *st) {
 	memset(st->name, 0, sizeof st->name);
 	for (unsigned a = 0; a < st->narenas && a < NNAMES; a++)
-		snprintf(st->name[a], sizeof st->name[a], "%s", arena_names[a]);
+		hp_fmt(st->name[a], sizeof st->name[a], "%s", arena_names[a]);
 }
 
 /* Whether every arena of a copied page has a name, none twice (as
@@ -592,12 +592,12 @@ void hp_stats_name_arenas(hp_stats_t *st) {
 bool hp_stats_names_ok(const hp_stats_t *st, char *why, size_t n) {
 	for (unsigned a = 0; a < st->narenas && a < HP_STATS_ARENAS; a++) {
 		if (st->name[a][0] == '\0') {
-			snprintf(why, n, "arena %u has no name", a);
+			hp_fmt(why, n, "arena %u has no name", a);
 			return false;
 		}
 		for (unsigned b = 0; b < a; b++)
 			if (strcmp(st->name[a], st->name[b]) == 0) {
-				snprintf(why, n, "two arenas are named '%s'", st->name[a]);
+				hp_fmt(why, n, "two arenas are named '%s'", st->name[a]);
 				return false;
 			}
 	}

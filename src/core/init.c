@@ -101,7 +101,7 @@ static void start(void) {
 		hp_conf_describe(&hp_conf, policy, sizeof policy);
 		char lowered[80] = "";
 		if (hp_conf.reserve != asked)
-			snprintf(lowered, sizeof lowered, "; reserve:%zu halved to %zu "
+			hp_fmt(lowered, sizeof lowered, "; reserve:%zu halved to %zu "
 			    "until granted", asked, hp_conf.reserve);
 		hp_log("policy %s; huge class on %s (THP enabled=%s defrag=%s); "
 		    "small class on 4k (MADV_NOHUGEPAGE)%s", policy, huge ? chain :

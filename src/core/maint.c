@@ -50,7 +50,7 @@ static void *maintain(void *arg) {
 		/* The huge arena may come after the thread (started for the
 		 * long-lived class). */
 		if (decay[0] == '\0' && hp_huge_arena() != HP_NO_ARENA)
-			snprintf(decay, sizeof decay, "arena.%u.decay",
+			hp_fmt(decay, sizeof decay, "arena.%u.decay",
 			    hp_huge_arena());
 		if (decay[0] != '\0')
 			hp_je_mallctl(decay, NULL, NULL, NULL, 0);

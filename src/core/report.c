@@ -34,7 +34,7 @@ static void to_fd(void *ctx, const char *s, size_t n) {
  * times; this process's own start if the leader is gone. */
 static uint64_t run_start_ns(void) {
 	char path[48], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)getpgrp());
+	hp_fmt(path, sizeof path, "/proc/%d/stat", (int)getpgrp());
 	ssize_t n = hp_os_read_file(path, buf, sizeof buf);
 	const char *p = n > 0 ? strrchr(buf, ')') : NULL;
 	unsigned long long ticks = 0;

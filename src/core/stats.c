@@ -93,7 +93,7 @@ static void program_arena(unsigned ind, uint64_t *v) {
 		char name[96];
 		uint64_t x = 0;
 		size_t sz = sizeof x;
-		snprintf(name, sizeof name, "stats.arenas.%u.%s", ind, what[k]);
+		hp_fmt(name, sizeof name, "stats.arenas.%u.%s", ind, what[k]);
 		if (hp_je_mallctl(name, &x, &sz, NULL, 0) == 0)
 			v[to[k]] += x;
 	}

@@ -151,7 +151,7 @@ static bool create_arena(void) {
 	 * extent is an exact fit.) */
 	char name[64];
 	size_t limit = HP_GROW_LIMIT;
-	snprintf(name, sizeof name, "arena.%u.retain_grow_limit", ind);
+	hp_fmt(name, sizeof name, "arena.%u.retain_grow_limit", ind);
 	if (hp_je_opt_retain() && (err = hp_je_mallctl(name, NULL, NULL, &limit,
 	    sizeof limit)) != 0)
 		hp_log("could not limit the huge arena's growth step (%s)",

@@ -30,7 +30,7 @@ bool hp_arena_is_own(unsigned ind) {
 
 static int arena_set_ssize(unsigned ind, const char *what, ssize_t v) {
 	char name[64];
-	snprintf(name, sizeof name, "arena.%u.%s", ind, what);
+	hp_fmt(name, sizeof name, "arena.%u.%s", ind, what);
 	return hp_je_mallctl(name, NULL, NULL, &v, sizeof v);
 }
 

@@ -39,7 +39,7 @@ static const char *value_of(size_t i, char *buf, size_t n,
     const hp_conf_t *c) {
 	if (forced[i].value[0] != '\0')
 		return forced[i].value;
-	snprintf(buf, n, "%ld", c->decay_ms);
+	hp_fmt(buf, n, "%ld", c->decay_ms);
 	return buf;
 }
 
@@ -212,7 +212,7 @@ static void leave_room(const struct scan *s, size_t *len) {
 	}
 	if (want <= most)
 		return;
-	int w = snprintf(harder + *len, sizeof harder - *len, ",narenas:%u",
+	int w = hp_fmt(harder + *len, sizeof harder - *len, ",narenas:%u",
 	    most);
 	if (w > 0 && (size_t)w < sizeof harder - *len)
 		*len += (size_t)w;
@@ -224,10 +224,10 @@ static void leave_room(const struct scan *s, size_t *len) {
 		size_t n = s->narenas_vlen;
 		for (; n > 0 && is_blank(*v); n--)
 			v++;
-		snprintf(was, sizeof was, "%s narenas:%.*s", s->narenas_src,
+		hp_fmt(was, sizeof was, "%s narenas:%.*s", s->narenas_src,
 		    (int)(n < 24 ? n : 24), v);
 	} else {
-		snprintf(was, sizeof was, "jemalloc's default narenas (%u for "
+		hp_fmt(was, sizeof was, "jemalloc's default narenas (%u for "
 		    "%u CPUs)", want, cpus);
 	}
 	hp_log("%s overridden by narenas:%u (of jemalloc's %u arena indices, "
@@ -254,7 +254,7 @@ const char *hp_jeconf(const hp_conf_t *c) {
 	for (size_t i = 0; i < NFORCED; i++) {
 		char buf[32];
 		const char *want = value_of(i, buf, sizeof buf, c);
-		int w = snprintf(harder + len, sizeof harder - len, "%s%s:%s",
+		int w = hp_fmt(harder + len, sizeof harder - len, "%s%s:%s",
 		    i ? "," : "", forced[i].key, want);
 		if (w > 0 && (size_t)w < sizeof harder - len)
 			len += (size_t)w;

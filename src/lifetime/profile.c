@@ -191,7 +191,7 @@ static bool put(char *buf, size_t *len, size_t cap, const char *fmt, ...)
 static bool put(char *buf, size_t *len, size_t cap, const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+	int n = hp_vfmt(buf + *len, cap - *len, fmt, ap);
 	va_end(ap);
 	if (n < 0 || (size_t)n >= cap - *len)
 		return false;
@@ -268,9 +268,9 @@ static int write_file(const char *path, const char *tmp, const modlist_t *ml,
 	char dir[PATH_MAX];
 	const char *slash = strrchr(path, '/');
 	if (slash == NULL)
-		snprintf(dir, sizeof dir, ".");
+		hp_fmt(dir, sizeof dir, ".");
 	else
-		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 :
+		hp_fmt(dir, sizeof dir, "%.*s", slash == path ? 1 :
 		    (int)(slash - path), path);
 	int err = 0;
 	for (int named = 0; named < 2; named++) {
@@ -284,7 +284,7 @@ static int write_file(const char *path, const char *tmp, const modlist_t *ml,
 		err = ok ? 0 : errno;
 		if (ok && !named) {
 			char self[40];
-			snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+			hp_fmt(self, sizeof self, "/proc/self/fd/%d", fd);
 			hp_os_unlink(tmp);       /* an earlier process's, same pid */
 			if (hp_os_linkat(AT_FDCWD, self, AT_FDCWD, tmp,
 			    AT_SYMLINK_FOLLOW) != 0) {
@@ -313,7 +313,7 @@ bool hp_profile_write(const char *where) {
 	if (hp_sites == NULL)            /* said at start-up */
 		return false;
 	hp_conf_path(where, path, sizeof path);
-	snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+	hp_fmt(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
 	size_t cap = HP_SITE_DEPTH * (PATH_MAX + 24) + 128;
 	char *line = hp_site_map(cap);
 	modlist_t ml = {NULL, 0};

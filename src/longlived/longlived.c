@@ -273,19 +273,19 @@ static const char *load(char *buf, size_t n) {
 	h = dlopen(LL_LIB, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
 		const char *e = dlerror();
-		snprintf(buf, n, "%s", e ? e : LL_LIB " could not be loaded");
+		hp_fmt(buf, n, "%s", e ? e : LL_LIB " could not be loaded");
 		return buf;
 	}
 	for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {
 		void *f = dlsym(h, functions[i].name);
 		if (f == NULL) {
-			snprintf(buf, n, LL_LIB " has no %s", functions[i].name);
+			hp_fmt(buf, n, LL_LIB " has no %s", functions[i].name);
 			return buf;
 		}
 		memcpy((char *)&mi + functions[i].offset, &f, sizeof f);
 	}
 	if (mi.version() != MI_MALLOC_VERSION) {
-		snprintf(buf, n, LL_LIB " is version %d; the class was built for "
+		hp_fmt(buf, n, LL_LIB " is version %d; the class was built for "
 		    "%d", mi.version(), MI_MALLOC_VERSION);
 		return buf;
 	}

@@ -138,7 +138,7 @@ void hp_backing_poll(void) {
 		return;
 	if (hp_conf.backing != HP_BACKING_HUGETLB) {
 		char path[96];
-		snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
+		hp_fmt(path, sizeof path, POOL_DIR "%s/nr_hugepages",
 		    hp_conf.hugetlb_page == HP_GIB ? "1048576kB" : "2048kB");
 		__atomic_store_n(&pool_configured, hp_os_read_long(path) > 0,
 		    __ATOMIC_RELAXED);
@@ -165,10 +165,10 @@ const char *hp_backing_describe(const hp_sys_t *s, char *buf, size_t n) {
 	const char *page = hp_conf.hugetlb_page == HP_GIB ? "1g" : "2m";
 	if (wants_hugetlb() && (s->pool_avail > 0 ||
 	    hp_conf.backing == HP_BACKING_HUGETLB))
-		snprintf(buf, n, "hugetlb %s (pool %ld free of %ld), then %s4k",
+		hp_fmt(buf, n, "hugetlb %s (pool %ld free of %ld), then %s4k",
 		    page, s->pool_avail, s->pool_total, thp);
 	else
-		snprintf(buf, n, "%s4k%s", thp, wants_hugetlb() ?
+		hp_fmt(buf, n, "%s4k%s", thp, wants_hugetlb() ?
 		    " (no hugetlb pool)" : "");
 	return buf;
 }
@@ -216,7 +216,7 @@ static void pool_dry(size_t page) {
 	hp_assert(page == HP_HUGE || page == HP_GIB);
 	const char *size = page == HP_GIB ? "1 GiB" : "2 MiB";
 	char path[96];
-	snprintf(path, sizeof path, POOL_DIR "%s/nr_hugepages",
+	hp_fmt(path, sizeof path, POOL_DIR "%s/nr_hugepages",
 	    page == HP_GIB ? "1048576kB" : "2048kB");
 	long total = hp_os_read_long(path);
 	const char *next = thp_usable ? "THP" : "4 KiB pages";

@@ -57,16 +57,16 @@ static const char *src_mountinfo = "/proc/self/mountinfo";
  * ("max", or v1's page-counter maximum). */
 static long read_bytes(const char *dir, const char *size, const char *name) {
 	char path[CG_PATH + 64], buf[32];
-	snprintf(path, sizeof path, "%s/hugetlb.%s.%s", dir, size, name);
+	hp_fmt(path, sizeof path, "%s/hugetlb.%s.%s", dir, size, name);
 	if (hp_os_read_file(path, buf, sizeof buf) <= 0)
 		return -1;
 	if (strncmp(buf, "max", 3) == 0)
 		return LONG_MAX;
-	char *end;
-	long long v = strtoll(buf, &end, 10);
+	const char *end;
+	long v = hp_parse_long(buf, &end);
 	if (end == buf || v < 0)
 		return -1;
-	return v >= (1ll << 62) ? LONG_MAX : (long)v;
+	return v >= (1l << 62) ? LONG_MAX : v;
 }
 
 static const char *limit_file(bool v1, bool rsvd) {
@@ -178,7 +178,7 @@ static void mount_line(char *l) {
 			return;                  /* this hierarchy is found already */
 	char dir[CG_PATH];
 	size_t ml = strlen(mnt);
-	if (snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(path + rl, "/") == 0 ?
+	if (hp_fmt(dir, sizeof dir, "%s%s", mnt, strcmp(path + rl, "/") == 0 ?
 	    "" : path + rl) >= (int)sizeof dir)
 		return;
 	for (;;) {
@@ -288,7 +288,7 @@ long hp_cgroup_room(size_t page, char *why, size_t n) {
 	unsigned s = page == HP_GIB ? SIZE_1G : SIZE_2M;
 	/* Said where no limit is read steadily (the returns of 0 below). */
 	if (why && n)
-		snprintf(why, n, "the hugetlb cgroup's files, not read steadily");
+		hp_fmt(why, n, "the hugetlb cgroup's files, not read steadily");
 	if (!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)) {
 		hp_cgroup_refresh();
 		/* Another thread may be finding them first, which takes a
@@ -321,7 +321,7 @@ long hp_cgroup_room(size_t page, char *why, size_t n) {
 			if (r < room) {
 				room = r;
 				if (why && n)
-					snprintf(why, n, "%.200s/hugetlb.%s.%s is %ld "
+					hp_fmt(why, n, "%.200s/hugetlb.%s.%s is %ld "
 					    "bytes", dir, size_name[s], file, limit);
 			}
 		}
