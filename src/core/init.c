@@ -71,7 +71,10 @@ static void start(void) {
 	/* Before jemalloc starts, so that its fork handlers run inside ours:
 	 * see huge/region_fork.c and je/edata.c. (glibc keeps the first 48
 	 * handlers without malloc.) */
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	hp_assert(!hp_je_atfork_registered());        /* je/jefork.c */
+	if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0)
+		hp_log("could not register the fork handlers; a fork child may "
+		    "hang in its first allocation");
 
 	hp_sys_t sys;
 	hp_backing_probe(&sys);

@@ -40,6 +40,27 @@ static uintptr_t first_thread;
 static bool ready;
 static long decay_ms;
 static hp_lock_t start_lock = HP_LOCK_INIT(HP_RANK_START);
+/* Whether this thread holds start_lock for a start: an allocation nested
+ * in it (pthread_create's calloc, at a promoted site, say) must not start
+ * the class again and wait for the lock its own thread holds. */
+static HP_TLS bool start_held;
+
+static void start_lock_take(void) {
+	hp_lock(&start_lock);
+	start_held = true;
+}
+
+static bool start_lock_try(void) {
+	if (!hp_trylock(&start_lock))
+		return false;
+	start_held = true;
+	return true;
+}
+
+static void start_lock_drop(void) {
+	start_held = false;
+	hp_unlock(&start_lock);
+}
 
 /* ---- the extent hooks --------------------------------------------------- */
 
@@ -218,14 +239,14 @@ static void start_background(void) {
 static int background_chosen = -1;
 
 void hp_huge_background_chosen(bool on) {
-	hp_lock(&start_lock);
+	start_lock_take();
 	/* Again under start_lock: a start of the library's between the
 	 * program's mallctl and this lock would have undone it. */
 	hp_je_mallctl("background_thread", NULL, NULL, &on, sizeof on);
 	hp_je_exit_purge(!on);
 	background_chosen = on;
 	__atomic_store_n(&background_on, true, __ATOMIC_RELEASE);
-	hp_unlock(&start_lock);
+	start_lock_drop();
 }
 
 static void start_threads(void) {
@@ -240,9 +261,9 @@ static void start_threads(void) {
 void hp_huge_start_background(void) {
 	if (__atomic_load_n(&background_on, __ATOMIC_ACQUIRE))
 		return;
-	hp_lock(&start_lock);
+	start_lock_take();
 	start_background();
-	hp_unlock(&start_lock);
+	start_lock_drop();
 }
 
 unsigned hp_huge_arena(void) {
@@ -283,21 +304,21 @@ bool hp_huge_init(const hp_conf_t *c) {
 /* Once per process (and again in a fork child, for the threads): the arena,
  * then the threads. False if the arena cannot be made. */
 static bool start_huge(void) {
-	hp_lock(&start_lock);
+	start_lock_take();
 	bool ok = huge_ind != HP_NO_ARENA || create_arena();
 	if (ok && !threads_on)
 		start_threads();
 	if (ok)
 		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
-	hp_unlock(&start_lock);
+	start_lock_drop();
 	return ok;
 }
 
 void hp_huge_start_threads(void) {
-	hp_lock(&start_lock);
+	start_lock_take();
 	if (!threads_on)
 		start_threads();
-	hp_unlock(&start_lock);
+	start_lock_drop();
 }
 
 /* The same from an allocation that may be nested in a start (pthread_create
@@ -306,11 +327,11 @@ void hp_huge_start_threads(void) {
 static bool try_start_threads(void) {
 	if (__atomic_load_n(&threads_on, __ATOMIC_ACQUIRE))
 		return true;
-	if (!hp_trylock(&start_lock))
+	if (!start_lock_try())
 		return false;
 	if (!threads_on)
 		start_threads();
-	hp_unlock(&start_lock);
+	start_lock_drop();
 	return true;
 }
 
@@ -326,9 +347,10 @@ void hp_huge_thread_first(void) {
 	    first == me || try_start_threads();
 }
 
+/* Nested in a start on this thread: not started, and not started here. */
 static bool started(void) {
 	return hp_likely(__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) ||
-	    start_huge();
+	    (!start_held && start_huge());
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -345,6 +367,8 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 		hp_assert(hp_region_contains(p));     /* the arena's hooks' */
 		return p;
 	}
+	if (start_held)                       /* nested in a start */
+		return hp_je_mallocx(size, shape);
 	/* The reservation is full or could not be mapped: the program
 	 * goes on, on 4 KiB pages. */
 	p = hp_je_mallocx(size, shape);

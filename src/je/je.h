@@ -154,6 +154,9 @@ void hp_jefork_child(void);
  * first in the prepare handler, last last in the parent's. Once, at
  * start-up (it boots jemalloc if nothing has yet). */
 void hp_je_fork_hooks(void (*first)(void), void (*last)(void));
+/* Whether jemalloc has registered its fork handlers (it does as it
+ * boots): the library's own must be registered before (jefork.c). */
+bool hp_je_atfork_registered(void);
 
 
 #pragma GCC visibility pop

@@ -23,12 +23,16 @@
  * A lock of the library's held across mallctl (the huge class's start:
  * huge/huge.c) must be held across a fork too, or a child forked in the
  * middle of the start sees it half done. Such a lock ranks above
- * jemalloc's, so it is taken first in the prepare handler and released
- * last in the parent's (hp_je_fork_hooks), whatever the order the
- * handlers were registered in. Its holder must never wait for the
- * forking thread, which may hold the loader's lock (a constructor that
- * forks during dlopen): jemalloc's first "background_thread" mallctl
- * looks pthread_create up with dlsym, so that is done here, before.
+ * jemalloc's and the library's other locks, so it is taken first in
+ * this prepare handler and released last in the parent's
+ * (hp_je_fork_hooks). That needs the library's other handlers (core/
+ * init.c's, lifetime/sample.c's) registered before jemalloc's, so that
+ * they run after it: both assert so (hp_je_atfork_registered). Its
+ * holder must never wait for the forking thread, which may hold the
+ * loader's lock (a constructor that forks during dlopen): jemalloc's
+ * first "background_thread" mallctl looks pthread_create up with dlsym,
+ * so that is done here, before; pthread_create itself takes glibc's TLS
+ * lock, not the loader's (glibc 2.35 and later).
  *
  * The lock jemalloc's address map (arena_emap_global, an rtree) builds
  * its nodes under: init_lock, taken the first time an extent lands in a
@@ -53,11 +57,13 @@
 
 HP_HIDDEN int hp_je_atfork(void (*prepare)(void), void (*parent)(void),
     void (*child)(void));
+HP_HIDDEN bool hp_je_atfork_registered(void);
 HP_HIDDEN void hp_je_fork_hooks(void (*first)(void), void (*last)(void));
 HP_HIDDEN void hp_jefork_child(void);
 HP_HIDDEN size_t hp_je_nallocx(size_t size, int flags);
 
-/* Set once, before the program's second thread (core/init.c). */
+/* Set once, at the end of the library's start (core/init.c); a fork
+ * before that runs without them. */
 static void (*fork_first)(void), (*fork_last)(void);
 /* Whether this thread's prepare handler called fork_first: its parent
  * handler calls fork_last only then. */
@@ -109,11 +115,18 @@ static void postfork_parent(void) {
  * tests safety::fork_while_arenas_are_made and
  * fork_while_the_huge_class_starts fail (debug suite) if its handlers
  * are not the ones given here. */
+static bool registered;
+
 int hp_je_atfork(void (*prepare)(void), void (*parent)(void),
     void (*child)(void)) {
+	__atomic_store_n(&registered, true, __ATOMIC_RELEASE);
 	if (prepare == jemalloc_prefork && parent == jemalloc_postfork_parent)
 		return pthread_atfork(prefork, postfork_parent, child);
 	return pthread_atfork(prepare, parent, child);
+}
+
+bool hp_je_atfork_registered(void) {
+	return __atomic_load_n(&registered, __ATOMIC_ACQUIRE);
 }
 
 void hp_je_fork_hooks(void (*first)(void), void (*last)(void)) {

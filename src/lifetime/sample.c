@@ -478,10 +478,12 @@ void hp_sample_free(void *p) {
 	hp_je_dallocx(p, zone_flags);
 }
 
-/* Neither lock is held across a jemalloc call, so these may run before or
- * after jemalloc's own fork handlers. zone_lock is only taken inside
- * jemalloc's extent calls, which its prefork has drained; the child just
- * resets it. */
+/* Registered before jemalloc's fork handlers (asserted below), so they
+ * run after its prepare handler, which takes the huge class's start lock
+ * first (je/jefork.c): that lock ranks below these. Neither is held
+ * across a jemalloc call. zone_lock is only taken inside jemalloc's
+ * extent calls, which its prefork has drained; the child just resets
+ * it. */
 static void lt_prefork(void) {
 	hp_lock(&sample_lock);
 	hp_site_lock();
@@ -509,6 +511,7 @@ bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size) {
 		    "is off", hp_strerror(errno));
 		return false;
 	}
+	hp_assert(!hp_je_atfork_registered());        /* je/jefork.c */
 	pthread_atfork(lt_prefork, lt_postfork_parent, lt_postfork_child);
 	mean_interval = (int64_t)c->lifetime_sample;
 	token_ns = c->lifetime_sample_rate > 0 ? HP_SECOND_NS /
