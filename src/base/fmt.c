@@ -7,7 +7,9 @@
  * through maps 216 kB of libc into the process (measured with
  * /proc/PID/pagemap on a program that mallocs once: 1,336 kB of libc
  * resident under the library, 1,120 kB under jemalloc, which formats
- * with its own code too).
+ * with its own code too). jemalloc's own formatter (malloc_snprintf) is
+ * not called instead: base sits below the embedded jemalloc (src/layers),
+ * and the command and the unit tests link base without it.
  *
  * Conversions: d i u x X c s p %, with the flags - 0 #, a width and a
  * precision (digits or *), and the lengths hh h l ll z j t. Anything else

@@ -367,17 +367,20 @@ void *hp_huge_alloc(size_t size, size_t align, bool zero) {
 		hp_assert(hp_region_contains(p));     /* the arena's hooks' */
 		return p;
 	}
-	if (start_held)                       /* nested in a start */
-		return hp_je_mallocx(size, shape);
 	/* The reservation is full or could not be mapped: the program
-	 * goes on, on 4 KiB pages. */
+	 * goes on, on 4 KiB pages. (Nested in a start on this thread, the
+	 * class was not asked: nothing failed, nothing to count.) */
 	p = hp_je_mallocx(size, shape);
-	__atomic_fetch_add(&hp_backing_fallbacks.mmap_failed, 1, __ATOMIC_RELAXED);
+	if (!start_held) {
+		__atomic_fetch_add(&hp_backing_fallbacks.mmap_failed, 1,
+		    __ATOMIC_RELAXED);
+		if (p != NULL)
+			hp_warn_once(&warned_fallback, "the huge class could not "
+			    "map %zu bytes; falling back to 4 KiB pages (said "
+			    "once)", size);
+	}
 	if (p == NULL)
 		errno = ENOMEM;
-	else
-		hp_warn_once(&warned_fallback, "the huge class could not map %zu "
-		    "bytes; falling back to 4 KiB pages (said once)", size);
 	return p;
 }
 
