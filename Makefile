@@ -96,10 +96,10 @@ JE_NS   := $(JE_HDRS)/include/jemalloc/internal/private_namespace.h
 JE_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -D_REENTRANT \
 	-Werror=implicit-function-declaration \
 	-Dpthread_mutex_lock=hp_mutex_lock -Dpthread_mutex_trylock=hp_mutex_trylock \
-	-Dpthread_mutex_unlock=hp_mutex_unlock -I$(JE_HDRS)/include -MMD -MP
+	-Dpthread_mutex_unlock=hp_mutex_unlock -I$(JE_HDRS)/include -Isrc -MMD -MP
 $(JE_NS): $(wildcard $(JE_PIC)) scripts/jemalloc-headers scripts/jemalloc-source | $(BUILD)
 	scripts/jemalloc-headers $(JE_HDRS) $(JE_PIC)
-JE_INTERNAL := jetc jectl jefill jeexit jefork
+JE_INTERNAL := jetc jefast jectl jefill jeexit jefork
 $(patsubst %,$(BUILD)/obj/je/%.o,$(JE_INTERNAL)): $(BUILD)/obj/je/%.o: src/je/%.c $(JE_NS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(JE_CFLAGS) $(LTO) -c $< -o $@
@@ -191,7 +191,7 @@ $(BUILD)/pymap.py: test/progs/pymap.py
 # before it in its folder, and the folders before that (archives of their
 # debug objects; the embedded jemalloc is the je layer's). A module that
 # reached up would not link. Each runs as build/unit/test_MODULE.
-UNIT := conf escape fmt lock ranges tally cgroup hpage jemath region slot site profile
+UNIT := conf escape fmt lock ranges thread tally cgroup hpage jemath region slot site profile
 $(foreach l,$(LAYERS),$(eval $(DEBUG)/lib/$(l).a: $(filter $(DEBUG)/obj/$(l)/%,$(DBG_OBJS)) ; \
 	@mkdir -p $$(dir $$@) && rm -f $$@ && ar rcs $$@ $$^))
 # MODULE -> its object, the objects before it in its folder, the archives

@@ -138,7 +138,7 @@ static __attribute__((noinline, cold)) void *fail_al_nt(const char *name,
 #define NEW_BODY(size, on_fail) do { \
 	void *p_; \
 	SLOT_TAKE(size, slow_); \
-	p_ = hp_je_malloc(size); \
+	p_ = hp_je_op_malloc(size); \
 	if (hp_likely(p_ != NULL)) \
 		return p_; \
 	on_fail; \
@@ -197,7 +197,7 @@ static inline __attribute__((always_inline)) void del(void *p) {
 	if (hp_unlikely(hp_maybe_owned(p)))
 		hp_route_free_owned(p);
 	else
-		hp_je_free(p);
+		hp_je_op_free(p);
 }
 
 /* The sized forms: size is the one new was given (C++ requires it).
@@ -227,7 +227,7 @@ static inline __attribute__((always_inline)) void del_sized(void *p,
 	else if (hp_likely(size <= 4096 && ((uintptr_t)p & (HP_PAGE - 1))))
 		hp_je_sdallocx(p, size, 0);
 	else
-		hp_je_free(p);
+		hp_je_op_free(p);
 #else
 	(void)size;
 	del(p);

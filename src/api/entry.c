@@ -29,13 +29,19 @@ static __attribute__((noinline, cold)) void *enomem(void) {
 
 HP_EXPORT void *malloc(size_t size) {
 	SLOT_TAKE(size, slow);
-	return hp_je_malloc(size);
+	return hp_je_fast_malloc(size);
 slow:
-	return hp_route_slot(size, HP_CALLER_RA(), false);
+	return hp_route_slot_malloc(size, HP_CALLER_RA());
 }
 
+/* An object of the owned range: a promoted site's goes into this
+ * thread's cache of the huge arena in line (hp_route_free_owned's first
+ * step), the rest there. */
 HP_EXPORT void free(void *p) {
-	hp_free(p);
+	if (hp_likely(!hp_maybe_owned(p)))
+		hp_je_fast_free(p);
+	else if (!hp_region_holds_owned(p) || !hp_huge_free_try(p))
+		hp_route_free_owned(p);
 }
 
 HP_EXPORT void *calloc(size_t n, size_t size) {

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include "base/types.h"
 #include "base/fmt.h"
+#include "base/nocache.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -191,10 +192,31 @@ typedef struct {
 HP_STATIC_ASSERT(sizeof(hp_shard_t) == 128,
     "a shard is two cache lines: the pair the L2 prefetcher fetches");
 extern hp_shard_t hp_shards[HP_SHARDS];
-extern HP_TLS hp_shard_t *hp_my_shard;
+
+/* thread.c: one thread's state on the allocation paths, one thread-local
+ * object, so that a path reads any of it through one offset: each
+ * thread-local variable of a shared library costs a load of its own
+ * offset (from the GOT) before its first use on a path. Each field
+ * belongs to the file named beside it, and the layers above reach it
+ * through their own headers. */
+#define HP_SLOTS 256                   /* a return address's low byte */
+#define HP_RA_WAYS 8
+typedef struct {
+	uint64_t slots[HP_SLOTS];      /* lifetime/slot.c: credits (first:
+	                                  SLOT_TAKE's asm reads them) */
+	uintptr_t ra[HP_RA_WAYS];      /* lifetime/site.c: placed callers */
+	uint64_t ra_gen;               /* lifetime/site.c: their generation */
+	int64_t budget;                /* lifetime/sample.c: to the next sample */
+	hp_shard_t *shard;             /* tally.c: this thread's shard */
+	void *huge_cache;              /* huge/huge.c: its cache of the arena,
+	                                  else hp_no_cache */
+	bool sample_busy;              /* lifetime/sample.c: inside the sampler */
+} hp_thread_t;
+extern HP_TLS hp_thread_t hp_thread;
+
 hp_shard_t *hp_shard_take(void);
 static inline hp_shard_t *hp_shard(void) {
-	hp_shard_t *s = hp_my_shard;
+	hp_shard_t *s = hp_thread.shard;
 	return hp_likely(s != NULL) ? s : hp_shard_take();
 }
 /* Adds d (a difference, modulo 2^64) to counter t of shard s. */

@@ -17,13 +17,12 @@
 #include "base/base.h"
 
 hp_shard_t hp_shards[HP_SHARDS];
-HP_TLS hp_shard_t *hp_my_shard;
 static unsigned taken;
 
 hp_shard_t *hp_shard_take(void) {
-	hp_assert(hp_my_shard == NULL);          /* a thread takes one, once */
+	hp_assert(hp_thread.shard == NULL);      /* a thread takes one, once */
 	unsigned i = __atomic_fetch_add(&taken, 1, __ATOMIC_RELAXED);
-	return hp_my_shard = &hp_shards[i % HP_SHARDS];
+	return hp_thread.shard = &hp_shards[i % HP_SHARDS];
 }
 
 /* The shards are read one by one, not at one instant: an object made on a

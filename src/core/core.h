@@ -16,6 +16,7 @@ void *hp_route_alloc(size_t size, size_t align, bool zero);
 void *hp_route_realloc(void *p, size_t size);
 /* ra: where the caller's return address is kept (HP_CALLER_RA). */
 void *hp_route_slot(size_t size, const uintptr_t *ra, bool zero);
+void *hp_route_slot_malloc(size_t size, const uintptr_t *ra);  /* !zero */
 /* In an entry point: where its return address is kept, just below its
  * canonical frame address (x86-64); the stack above it holds its callers'
  * frames, where a wrapper's caller is found (lifetime.h's hp_key_placed).

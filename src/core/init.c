@@ -91,7 +91,8 @@ static void start(void) {
 		 * hugepreload_policy) says the reservation made: under
 		 * ulimit -v, say, less than asked. */
 		hp_conf.reserve = hp_region.granted;
-		hp_ll_init(&hp_conf, ll, ll_size);
+		if (hp_ll_init(&hp_conf, ll, ll_size))
+			hp_huge_promoted_elsewhere();
 		hp_sample_init(&hp_conf, zone, zone_size);
 	}
 	char chain[160];

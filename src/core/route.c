@@ -51,9 +51,10 @@ static __attribute__((noinline)) void free_owned(void *p) {
 
 /* A promoted site's object goes into this thread's cache of the huge
  * arena when it can (no errno to keep, nothing else to test); the rest
- * out of line, so that this keeps no frame. */
+ * out of line, so that this keeps no frame. free() does the same in
+ * line. */
 void hp_route_free_owned(void *p) {
-	if (hp_likely(hp_region_contains(p)) && hp_huge_free_try(p))
+	if (hp_likely(hp_region_holds_owned(p)) && hp_huge_free_try(p))
 		return;
 	free_owned(p);
 }
@@ -134,12 +135,12 @@ static inline void *placed_done(void *p, size_t size) {
 static void *place_promoted(size_t size, bool zero, bool tried) {
 	void *p = NULL;
 	hp_assert(!hp_sample_busy);
-	hp_sample_busy = true;
+	hp_sample_busy_set(true);
 	if (hp_ll_size != 0)
 		p = hp_ll_alloc_rest(size, zero, tried);
 	if (p == NULL && (hp_ll_size != 0 || !tried))
 		p = hp_huge_small(size, zero);
-	hp_sample_busy = false;
+	hp_sample_busy_set(false);
 	return p != NULL ? placed_done(p, size) : NULL;
 }
 
@@ -188,6 +189,8 @@ static __attribute__((noinline)) void *placed_slow(size_t size, bool zero,
  * sets ENOMEM). */
 static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
 	hp_assert(!hp_sample_busy && hp_ll_size != 0);
+	if (hp_unlikely(size >= hp_threshold))     /* see route_slot */
+		return hp_route_alloc(size, 0, zero);
 	int *e = &errno, saved = *e;
 	bool tried;
 	void *p = hp_ll_alloc_fast(size, zero, &tried);
@@ -198,10 +201,12 @@ static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
 
 static __attribute__((noinline)) void *placed_huge(size_t size, bool zero) {
 	hp_assert(!hp_sample_busy && hp_ll_size == 0);
+	if (hp_unlikely(size >= hp_threshold))     /* see route_slot */
+		return hp_route_alloc(size, 0, zero);
 	int *e = &errno, saved = *e;
-	hp_sample_busy = true;        /* see place_promoted */
+	hp_sample_busy_set(true);     /* see place_promoted */
 	void *p = hp_huge_small(size, zero);
-	hp_sample_busy = false;
+	hp_sample_busy_set(false);
 	*e = saved;
 	return hp_likely(p != NULL) ? placed_done(p, size) :
 	    placed_slow(size, zero, true);
@@ -216,21 +221,27 @@ static __attribute__((noinline)) void *slot_slow(size_t size,
 	return p;
 }
 
-/* A promoted site's small object from this thread's cache of the huge
- * arena, else through the arena; a frame of its own, so that the slot
- * path keeps none. */
-static __attribute__((noinline)) void *placed_cached(size_t size) {
-	void *p = hp_huge_small_try(size);
-	return hp_likely(p != NULL) ? placed_done(p, size) :
-	    placed_huge(size, false);
-}
-
-/* A promoted site's small object: the long-lived class's, or the huge
- * class's. */
-static inline void *placed(size_t size, bool zero) {
+/* A promoted site's object, on a thread that has noted the site
+ * (hp_ra_note, which took the thread's shard): the huge class's from
+ * this thread's cache of the huge arena (the thread has none in its
+ * block while a long-lived class serves promoted sites: hp_huge_init),
+ * else the long-lived class's, else through the huge arena. In line in
+ * the slot path, which keeps no frame. A request of the huge class
+ * (route_slot does not test) is too large for the cache, and placed_ll
+ * and placed_huge send it there. */
+static inline __attribute__((always_inline)) void *placed(size_t size,
+    bool zero) {
+	void *p;
+	if (hp_likely(!zero) && hp_likely(hp_huge_small_try(size, &p))) {
+		hp_shard_t *s = hp_thread.shard;
+		hp_assert(s != NULL && hp_ll_size == 0 && hp_huge_small_home(p));
+		hp_tally(s, HP_TALLY_PLACED_BYTES, size);
+		hp_tally(s, HP_TALLY_PLACED, 1);
+		return p;
+	}
 	if (hp_ll_size != 0)
 		return placed_ll(size, zero);
-	return hp_likely(!zero) ? placed_cached(size) : placed_huge(size, zero);
+	return placed_huge(size, zero);
 }
 
 /* The same, the decision noted first (hp_ra_note); out of line, so that
@@ -252,24 +263,38 @@ static __attribute__((noinline)) void *placed_noted(size_t size, bool zero,
  * (this thread's note of it, else the lookup) and goes on with no frame
  * of its own: to jemalloc's own malloc, or to the promoted site's class.
  * The rest is slot_slow's, as before. */
-__attribute__((noinline)) void *hp_route_slot(size_t size,
+static inline __attribute__((always_inline)) void *route_slot(size_t size,
     const uintptr_t *ra, bool zero) {
 	uintptr_t ret = *ra;
 	unsigned i = (uint8_t)ret;
-	if (hp_likely(size < __atomic_load_n(&hp_threshold, __ATOMIC_ACQUIRE) &&
-	    !hp_sample_busy)) {
-		/* A site this thread found placed, its key unchanged since. */
-		if (hp_likely(hp_ra_hit(ret))) {
-			if (hp_sample_skip(size)) {
-				hp_slot_settle(i);
-				return placed(size, zero);
-			}
-		} else if (hp_slot_pinned(i) && hp_sample_skip(size)) {
+	/* A site this thread found placed, its key unchanged since, the
+	 * thread not busy (hp_ra_hit sees that too). A note means start-up
+	 * is done; a request of the huge class is not tested for here but
+	 * where placed() sends it: as slot_alloc would, the credit ends at 0
+	 * (the slot is pinned, and this thread held none there), and only
+	 * the sampler's budget counts its bytes. */
+	if (hp_likely(hp_ra_hit(ret))) {
+		if (hp_likely(hp_sample_skip(size))) {
 			hp_slot_settle(i);
-			if (hp_key_placed(ret, (const char *)ra))
-				return placed_noted(size, zero, ret);
-			return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
+			return placed(size, zero);
 		}
+	} else if (size < __atomic_load_n(&hp_threshold, __ATOMIC_ACQUIRE) &&
+	    !hp_sample_busy && hp_slot_pinned(i) && hp_sample_skip(size)) {
+		hp_slot_settle(i);
+		if (hp_key_placed(ret, (const char *)ra))
+			return placed_noted(size, zero, ret);
+		return zero ? hp_je_calloc(1, size) : hp_je_malloc(size);
 	}
 	return slot_slow(size, ra, zero);
+}
+
+__attribute__((noinline)) void *hp_route_slot(size_t size,
+    const uintptr_t *ra, bool zero) {
+	return route_slot(size, ra, zero);
+}
+
+/* The same for malloc, which never zeroes: no test of it. */
+__attribute__((noinline)) void *hp_route_slot_malloc(size_t size,
+    const uintptr_t *ra) {
+	return route_slot(size, ra, false);
 }

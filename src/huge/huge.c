@@ -400,6 +400,28 @@ bool hp_huge_small_home(const void *p) {
  * without one straight to the arena. jemalloc never collects explicit
  * caches by time: a cache holds what its bins hold until it is full. */
 static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
+/* The cache itself (hp_je_tc_of), for the fast paths; hp_no_cache, whose
+ * bins are all empty and full, while the thread has none, and always
+ * while a long-lived class serves promoted sites (hp_huge_promoted_
+ * elsewhere: route.c's placed path then asks that class, without a test
+ * of its own). In the thread block, beside the rest of the promoted
+ * path's state. */
+#define tcache (hp_thread.huge_cache)
+static bool promoted_here = true;
+/* The largest request hp_huge_small_try takes from it: 0 while a
+ * long-lived class serves promoted sites, so that the placed path goes
+ * on to that class after one compare. */
+static size_t cache_max = HP_CACHE_MAX;
+
+void hp_huge_promoted_elsewhere(void) {
+	promoted_here = false;
+	cache_max = 0;
+}
+
+static void *fast_cache(unsigned id) {
+	void *tc = promoted_here ? hp_je_tc_of(id) : NULL;
+	return tc != NULL ? tc : hp_no_cache;
+}
 /* In a fork child, the forking thread's cache, set aside so that its
  * first promoted allocation misses the fast path and restarts the
  * threads (hp_huge_small: started()), then takes it back. */
@@ -409,6 +431,7 @@ static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
 static void tcache_destroy(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg - 1;
+	tcache = hp_no_cache;
 	tcache_id = 0;
 	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
 }
@@ -419,6 +442,7 @@ static void tcache_key_init(void) {
 
 static void tcache_atfork_child(void) {
 	tcache_parked = tcache_id;
+	tcache = hp_no_cache;
 	tcache_id = 0;
 }
 
@@ -428,6 +452,7 @@ void *hp_huge_small(size_t size, bool zero) {
 	if (hp_unlikely(tcache_id == 0) && tcache_parked != 0) {
 		tcache_id = tcache_parked;
 		tcache_parked = 0;
+		tcache = fast_cache(tcache_id - 1);
 	}
 	if (hp_unlikely(tcache_id == 0)) {
 		unsigned id;
@@ -436,6 +461,7 @@ void *hp_huge_small(size_t size, bool zero) {
 		if (hp_je_mallctl("tcache.create", &id, &sz, NULL, 0) != 0)
 			return NULL;
 		tcache_id = id + 1;
+		tcache = fast_cache(id);
 		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
 	}
 	void *p = hp_je_mallocx(size ? size : 1, MALLOCX_ARENA(huge_ind) |
@@ -448,17 +474,19 @@ void *hp_huge_small(size_t size, bool zero) {
  * fast paths (je/jetc.c): no lock, no system call, errno untouched. A
  * thread has a cache once hp_huge_small has run on it, and so once the
  * arena is made. */
-void *hp_huge_small_try(size_t size) {
-	unsigned tc = tcache_id;
-	void *p = hp_likely(tc != 0) ? hp_je_tc_try_malloc(size, tc - 1) : NULL;
-	hp_assert(p == NULL || hp_huge_small_home(p));
-	return p;
+inline __attribute__((always_inline)) bool hp_huge_small_try(size_t size, void **out) {
+	hp_assert(tcache != NULL);
+	if (!hp_je_tc_try_malloc(tcache, size, cache_max, out))
+		return false;
+	hp_assert(tcache != hp_no_cache && hp_huge_small_home(*out));
+	return true;
 }
 
-bool hp_huge_free_try(void *p) {
-	hp_assert(hp_region_contains(p));
-	unsigned tc = tcache_id;
-	return hp_likely(tc != 0) && hp_je_tc_try_free(p, tc - 1);
+inline __attribute__((always_inline)) bool hp_huge_free_try(void *p) {
+	hp_assert(tcache != NULL && hp_region_contains(p));
+	bool done = hp_je_tc_try_free(tcache, p);
+	hp_assert(!done || tcache != hp_no_cache);
+	return done;
 }
 
 void hp_huge_free(void *p) {

@@ -56,6 +56,13 @@ void hp_region_postfork_child(void);
 static inline bool hp_region_contains(const void *p) {
 	return (uintptr_t)p - hp_region.base < hp_region.size;
 }
+/* The same for a pointer of the owned range (hp_maybe_owned): the region
+ * is its first part, so one compare. */
+extern uintptr_t hp_region_end;      /* 0 until reserved */
+static inline bool hp_region_holds_owned(const void *p) {
+	hp_assert(hp_maybe_owned(p));
+	return (uintptr_t)p < hp_region_end;
+}
 
 /* huge.c: the huge class, a jemalloc arena over the reservation. */
 bool hp_huge_init(const hp_conf_t *c);
@@ -76,11 +83,17 @@ void *hp_huge_small(size_t size, bool zero);
 /* Whether p is where hp_huge_small's objects are: the huge class's
  * region, or the small class's data. */
 bool hp_huge_small_home(const void *p);
-/* The same from this thread's cache on jemalloc's fast path, and
- * hp_huge_free's into it: NULL or false, and nothing done, when the
- * general path must (hp_huge_small, hp_huge_free). */
-void *hp_huge_small_try(size_t size);
+/* The same from this thread's cache on jemalloc's fast path (into
+ * *out), and hp_huge_free's into it: false, and nothing done, when the
+ * general path must (hp_huge_small, hp_huge_free). hp_huge_free_try
+ * takes an object of the region only: the sample zone's objects are a
+ * jemalloc arena's too. */
+bool hp_huge_small_try(size_t size, void **out);
 bool hp_huge_free_try(void *p);
+/* Start-up: a long-lived class serves promoted sites; the huge class's
+ * small objects (what that class could not take) then take the general
+ * paths, and hp_huge_small_try and hp_huge_free_try always say false. */
+void hp_huge_promoted_elsewhere(void);
 /* Called once when the threads start (the huge class's first allocation,
  * or a program's second thread: core/route.c): start-up (core/init.c)
  * sets it to start the maintenance thread. */

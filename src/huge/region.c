@@ -60,6 +60,7 @@ uint64_t hp_region_timing(bool on) {
 
 uintptr_t hp_owned_base = UINTPTR_MAX;
 size_t hp_owned_size;
+uintptr_t hp_region_end;
 
 static uintptr_t align_up(uintptr_t x, size_t a) {
 	return (x + a - 1) & ~(uintptr_t)(a - 1);
@@ -115,6 +116,7 @@ bool hp_region_init(size_t want, bool with_zone, unsigned ll_share,
 	hp_region.bump = hp_region.carved_end = base;
 	hp_region.base = base;
 	hp_region.size = size;
+	hp_region_end = base + size;
 	hp_assert(size != 0 && size <= got && ((base | size) & (align - 1)) == 0);
 	/* The size first: a free() that sees the base must find both. */
 	hp_owned_size = got;

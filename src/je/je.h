@@ -27,11 +27,21 @@ HP_JE_API void *hp_je_rallocx(void *, size_t, int);
 HP_JE_API size_t hp_je_sallocx(const void *, int);
 HP_JE_API void hp_je_dallocx(void *, int);
 HP_JE_API void hp_je_sdallocx(void *, size_t, int);
-/* jetc.c: mallocx and dallocx through explicit cache tc, on jemalloc's
- * fast paths: NULL or false, and nothing done, where those would leave
- * the call to the general path (then mallocx or dallocx itself). */
-HP_JE_API void *hp_je_tc_try_malloc(size_t size, unsigned tc);
-HP_JE_API bool hp_je_tc_try_free(void *p, unsigned tc);
+/* jefast.c: jemalloc's own malloc and free, their fast paths inlined
+ * into the exported malloc and free at link time (these two: one caller
+ * each); the op pair, the same out of line, for C++'s operators. */
+HP_JE_API void *hp_je_fast_malloc(size_t size);
+HP_JE_API void hp_je_fast_free(void *p);
+HP_JE_API void *hp_je_op_malloc(size_t size);
+HP_JE_API void hp_je_op_free(void *p);
+/* jetc.c: mallocx and dallocx through an explicit cache, on jemalloc's
+ * fast paths: false, and nothing done, where those would leave the call
+ * to the general path (then mallocx or dallocx itself). tc: the cache of
+ * an id, from hp_je_tc_of. */
+HP_JE_API void *hp_je_tc_of(unsigned tc);      /* NULL: none there */
+HP_JE_API bool hp_je_tc_try_malloc(void *tc, size_t size, size_t max,
+    void **out);
+HP_JE_API bool hp_je_tc_try_free(void *tc, void *p);
 HP_JE_API size_t hp_je_xallocx(void *, size_t, size_t, int);
 HP_JE_API size_t hp_je_nallocx(size_t, int);
 HP_JE_API int hp_je_mallctlnametomib(const char *, size_t *, size_t *);

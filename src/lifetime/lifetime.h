@@ -11,8 +11,7 @@
 /* slot.c: the fast path's per-thread credits, one per slot (the low byte
  * of the return address). malloc and calloc take the slow path
  * (core/route.c) when theirs runs out. */
-#define HP_SLOTS 256
-extern HP_TLS uint64_t hp_slots[HP_SLOTS];
+#define hp_slots (hp_thread.slots)      /* HP_SLOTS, base.h's block */
 void hp_slot_init(size_t threshold, size_t pace);
 void hp_slot_pin(uintptr_t key, bool on);
 /* Per slot, one wrapper whose key is a return address in it (site.c):
@@ -41,7 +40,7 @@ void hp_slot_settle(unsigned slot);
 /* Subtracts size from the caller's slot credit in place; jumps to slow
  * when it runs out (a borrow, or exactly zero). */
 #define SLOT_TAKE(size, slow) asm goto( \
-	"movq hp_slots@gottpoff(%%rip), %%rdx\n\t" \
+	"movq hp_thread@gottpoff(%%rip), %%rdx\n\t" \
 	"subq %[sz], %%fs:(%%rdx,%[slot],8)\n\t" \
 	"jbe %l[" #slow "]" \
 	: : [sz] "r"(size), [slot] "r"((uintptr_t)(uint8_t) \
@@ -169,15 +168,18 @@ static inline bool hp_key_placed(uintptr_t ret, const char *ra) {
  * say the key is still placed, so its slot is still pinned, and this
  * thread holds no credit there (hp_slot_refill credits an unpinned slot
  * only). One note per way, the return address's low bits its way. */
-#define HP_RA_WAYS 8
-extern HP_TLS uintptr_t hp_ra[HP_RA_WAYS];
-extern HP_TLS uint64_t hp_ra_gen;       /* the notes' generation */
+#define hp_ra (hp_thread.ra)             /* HP_RA_WAYS of them */
+#define hp_ra_gen (hp_thread.ra_gen)     /* the notes' generation */
 extern uint64_t hp_key_gen;
 static inline uint64_t hp_key_gen_now(void) {
 	return __atomic_load_n(&hp_key_gen, __ATOMIC_ACQUIRE);
 }
+/* While the thread is busy (hp_sample_busy), the generation's top bit is
+ * set too (hp_sample_busy_set), so that hp_ra_hit fails then without a
+ * test of its own. */
+#define HP_RA_BUSY ((uint64_t)1 << 63)
 static inline bool hp_ra_hit(uintptr_t ret) {
-	return hp_ra[ret % HP_RA_WAYS] == ret && hp_ra_gen == hp_key_gen_now();
+	return hp_ra[ret % HP_RA_WAYS] == ret && hp_key_gen_now() == hp_ra_gen;
 }
 /* hp_key_placed(ret) said true: noted if ret's own key is placed. */
 void hp_ra_note(uintptr_t ret);
@@ -193,10 +195,33 @@ bool hp_sample_init(const hp_conf_t *c, uintptr_t zone, size_t zone_size);
 void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used);
 /* size bytes of a pinned slot, which hp_sample_take would count: counted
  * and true, unless they make a sample due (false, nothing counted). */
-bool hp_sample_skip(size_t size);
+void hp_sample_unskip(size_t size);
+static inline bool hp_sample_skip(size_t size) {
+	/* Without sampling, the budget stays at INT64_MAX (hp_sample_take).
+	 * Taken in place, and given back out of line when it runs out: one
+	 * subtraction from memory and its branch on the promoted path. */
+	if (hp_likely((hp_thread.budget -= (int64_t)size) >= 0))
+		return true;
+	hp_sample_unskip(size);
+	return false;
+}
 /* This thread is inside the sampler, or placing a promoted object: its
  * nested allocations are neither sampled nor placed. */
-extern HP_TLS bool hp_sample_busy;
+#define hp_sample_busy (hp_thread.sample_busy)
+/* Sets it, the notes' HP_RA_BUSY bit first and cleared last, so that a
+ * signal handler's allocation in between sees the thread busy, or not,
+ * by either test. */
+static inline void hp_sample_busy_set(bool on) {
+	if (on) {
+		hp_ra_gen |= HP_RA_BUSY;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		hp_sample_busy = true;
+	} else {
+		hp_sample_busy = false;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		hp_ra_gen &= ~HP_RA_BUSY;
+	}
+}
 void hp_sample_free(void *p);
 static inline bool hp_zone_contains(const void *p) {
 	return (uintptr_t)p - hp_zone_base < hp_zone_size;

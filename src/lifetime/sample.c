@@ -116,7 +116,7 @@ static void unpaced(void) {
 		    bucket_ns + token_ns : HP_BUCKET_NS;
 }
 
-HP_TLS bool hp_sample_busy;     /* lifetime.h */
+/* hp_sample_busy (lifetime.h) is hp_thread.sample_busy. */
 
 static int64_t next_interval(void) {
 	hp_assert(mean_interval > 0);
@@ -388,10 +388,12 @@ static void check_new_modules(void) {
 	}
 }
 
-/* Bytes to this thread's next sample. It starts at 0, so the first call
- * only draws the first interval: sampling it would unwind every thread
- * that allocates, even once. */
-static HP_TLS int64_t budget;
+/* Bytes to this thread's next sample: hp_thread.budget (base.h's block,
+ * so that hp_sample_skip reads it with the rest of the promoted path). It
+ * starts at 0, so the first call only draws the first interval: sampling
+ * it would unwind every thread that allocates, even once. Without
+ * sampling, the first call sets it to INT64_MAX. */
+#define budget (hp_thread.budget)
 static HP_TLS bool armed;
 
 /* The budget ran out: the next interval, and this allocation sampled
@@ -412,7 +414,7 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 	    budget >= mean_interval / 2 << stretch &&
 	    budget < (mean_interval / 2 + mean_interval) << stretch);
 	if (take && hp_trylock(&sample_lock)) {
-		hp_sample_busy = true;
+		hp_sample_busy_set(true);
 		check_new_modules();
 		uintptr_t frames[HP_SITE_DEPTH];
 		int32_t stride[HP_SITE_DEPTH - 1];
@@ -421,28 +423,28 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 		hp_unlock(&sample_lock);
 		if (go)
 			p = sample(size, frames, n, stride, zero);
-		hp_sample_busy = false;
+		hp_sample_busy_set(false);
 	} else if (take && unwinds) {
 		unpaced();
 	}
 	return p;
 }
 
-void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
-	hp_assert(used >= size);    /* hp_slot_refill's: this call's too */
-	if (mean_interval > 0 && (budget -= (int64_t)used) < 0)
-		return sample_due(size, ret, zero);
-	return NULL;
+/* hp_sample_skip took size, and the budget ran out: it is given back
+ * (the caller then takes the slot's slow path, which counts it again). */
+__attribute__((noinline, cold)) void hp_sample_unskip(size_t size) {
+	budget += (int64_t)size;
 }
 
-bool hp_sample_skip(size_t size) {
-	if (mean_interval <= 0)
-		return true;
-	int64_t b = budget - (int64_t)size;
-	if (b < 0)
-		return false;
-	budget = b;
-	return true;
+void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {
+	hp_assert(used >= size);    /* hp_slot_refill's: this call's too */
+	if (mean_interval <= 0) {
+		budget = INT64_MAX;      /* hp_sample_skip's test never fails */
+		return NULL;
+	}
+	if ((budget -= (int64_t)used) < 0)
+		return sample_due(size, ret, zero);
+	return NULL;
 }
 
 /* Ends a sampled object's record: its lifetime decides. */

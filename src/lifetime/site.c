@@ -144,12 +144,12 @@ size_t hp_key_probe(uintptr_t key, size_t i) {
 	return HP_KEYS;
 }
 
-/* Each thread's notes of direct decisions (lifetime.h, hp_ra_hit). */
-HP_TLS uintptr_t hp_ra[HP_RA_WAYS];
-HP_TLS uint64_t hp_ra_gen;
+/* Each thread's notes of direct decisions (lifetime.h, hp_ra_hit), in
+ * its thread block: hp_ra, hp_ra_gen. */
 uint64_t hp_key_gen = 1;
 
 void hp_ra_note(uintptr_t ret) {
+	hp_assert(!hp_sample_busy && !(hp_ra_gen & HP_RA_BUSY));
 	/* The generation first: a change after it makes the note stale. */
 	uint64_t gen = hp_key_gen_now();
 	/* The slot's first wrapper: its callers decide, without a probe. */
@@ -168,6 +168,8 @@ void hp_ra_note(uintptr_t ret) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		hp_ra_gen = gen;
 	}
+	/* The placed path counts on the thread's shard without a test. */
+	(void)hp_shard();
 	uintptr_t *e = &hp_ra[ret % HP_RA_WAYS];
 	*e = ret;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);

@@ -21,9 +21,8 @@
 #include <stdint.h>
 #include "lifetime/lifetime.h"
 
-/* Named by SLOT_TAKE's asm, which link-time optimisation does not see:
- * "used" keeps it under its name. */
-__attribute__((used)) HP_TLS uint64_t hp_slots[HP_SLOTS];
+/* The credits are hp_thread.slots (base.h's thread block, which
+ * SLOT_TAKE's asm names): hp_slots. */
 /* Slots this thread has credited (the rest hold 0). */
 static HP_TLS uint64_t credited[HP_SLOTS / 64];
 /* Promoted keys per slot, from site.c; written under the site lock. */

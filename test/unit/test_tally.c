@@ -6,11 +6,11 @@
 
 /* A thread takes a shard at its first count and keeps it. */
 Test(tally, a_thread_keeps_its_shard) {
-	cr_assert_null(hp_my_shard);
+	cr_assert_null(hp_thread.shard);
 	hp_shard_t *s = hp_shard();
 	cr_assert_eq(s, &hp_shards[0], "the first taken is the first");
 	cr_assert_eq(hp_shard(), s);
-	cr_assert_eq(hp_my_shard, s);
+	cr_assert_eq(hp_thread.shard, s);
 }
 
 /* A figure is the sum over the shards; a difference counts modulo 2^64. */
@@ -85,7 +85,7 @@ Test(tally, threads_past_the_shards_count_exactly) {
 		cr_assert_eq(hp_shards[i].v[HP_TALLY_LL_NMALLOC],
 		    (uint64_t)want * ADDS, "shard %u", i);
 	}
-	cr_assert_null(hp_my_shard, "this thread counted nothing");
+	cr_assert_null(hp_thread.shard, "this thread counted nothing");
 }
 
 /* Threads that share one shard (more threads than shards) count right:
@@ -96,7 +96,7 @@ Test(tally, threads_past_the_shards_count_exactly) {
 static unsigned ready;
 
 static void *sharer(void *arg) {
-	hp_my_shard = arg;
+	hp_thread.shard = arg;
 	__atomic_add_fetch(&ready, 1, __ATOMIC_ACQ_REL);
 	while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < SHARERS)
 		__builtin_ia32_pause();
