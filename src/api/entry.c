@@ -1,6 +1,6 @@
 /*
  * The exported malloc family. malloc and calloc take the request from the
- * credit of the caller's slot (lifetime/slot.c) and jump into jemalloc's
+ * credit of the caller's slot (lifetime/slot.c) and go on into jemalloc's
  * own fast path; the one test sends start-up, the huge class, sampling
  * and the slots of promoted sites to the slow path (core/route.c). free
  * and realloc compare the pointer with the start of the library's own
@@ -8,9 +8,10 @@
  * must go back to where they came from. Everything else (alignment, size
  * checks that need errno) goes through core/route.c.
  *
- * The fast paths keep no frame and end in a tail jump to jemalloc's own
- * function, so that each adds only its test to jemalloc's cost: the slot,
- * the credits' thread-local offset, the subtraction and its branch for
+ * The fast paths keep no frame, and malloc's and free's run jemalloc's
+ * own steps in line (je/jefast.c, put here by link-time optimisation), so
+ * that each adds only its test to jemalloc's cost: the slot, the
+ * credits' thread-local offset, the subtraction and its branch for
  * malloc; a compare and its branch for free. docs/benchmarks.md lists
  * the instructions and measures them.
  */
@@ -36,12 +37,12 @@ slow:
 
 /* An object of the owned range: a promoted site's goes into this
  * thread's cache of the huge arena in line (hp_route_free_owned's first
- * step), the rest there. */
+ * step), the rest to its class (hp_route_free_rest). */
 HP_EXPORT void free(void *p) {
 	if (hp_likely(!hp_maybe_owned(p)))
 		hp_je_fast_free(p);
 	else if (!hp_region_holds_owned(p) || !hp_huge_free_try(p))
-		hp_route_free_owned(p);
+		hp_route_free_rest(p);
 }
 
 HP_EXPORT void *calloc(size_t n, size_t size) {

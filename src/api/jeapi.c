@@ -256,10 +256,25 @@ static int write_epoch(int r) {
 	return r;
 }
 
+/* "tcache.flush" or "tcache.destroy" of one of the library's caches
+ * (an id the program never had from "tcache.create"): refused as jemalloc
+ * would refuse a write it cannot take, since a thread's block still names
+ * that cache (huge/huge.c). */
+static bool cache_not_yours(bool named, const void *newp, size_t newlen) {
+	unsigned id;
+	if (!named || newp == NULL || newlen != sizeof id)
+		return false;
+	memcpy(&id, newp, sizeof id);
+	return hp_huge_cache_is_ours(id);
+}
+
 HP_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp,
     void *newp, size_t newlen) {
 	if (!hp_init())
 		return EAGAIN;
+	if (cache_not_yours(name != NULL && (strcmp(name, "tcache.flush") == 0 ||
+	    strcmp(name, "tcache.destroy") == 0), newp, newlen))
+		return EFAULT;
 	if (name != NULL && strcmp(name, "version") == 0)
 		return read_version(oldp, oldlenp, newp);
 	if (name != NULL && strcmp(name, "stats.resident") == 0)
@@ -303,6 +318,10 @@ HP_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp,
 		return read_version(oldp, oldlenp, newp);
 	if (mib_is(mib, miblen, "stats.resident", 2))
 		return read_resident(oldp, oldlenp, newp);
+	if (cache_not_yours(newp != NULL && (mib_is(mib, miblen,
+	    "tcache.flush", 2) || mib_is(mib, miblen, "tcache.destroy", 2)),
+	    newp, newlen))
+		return EFAULT;
 	int r = hp_je_mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen);
 	if (newp != NULL && mib_is(mib, miblen, "epoch", 1))
 		r = write_epoch(r);

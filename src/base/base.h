@@ -204,13 +204,18 @@ extern hp_shard_t hp_shards[HP_SHARDS];
 typedef struct {
 	uint64_t slots[HP_SLOTS];      /* lifetime/slot.c: credits (first:
 	                                  SLOT_TAKE's asm reads them) */
+	uint64_t credited[HP_SLOTS / 64]; /* lifetime/slot.c: slots credited */
 	uintptr_t ra[HP_RA_WAYS];      /* lifetime/site.c: placed callers */
-	uint64_t ra_gen;               /* lifetime/site.c: their generation */
-	int64_t budget;                /* lifetime/sample.c: to the next sample */
+	uint64_t ra_gen;               /* lifetime/site.c: their generation;
+	                                  its top bit, sample.c's busy flag */
+	union {                        /* lifetime/sample.c: to the next sample */
+		int64_t budget;
+		uint64_t budget_bits;  /* the same, for hp_sample_skip's
+		                          modular arithmetic */
+	};
 	hp_shard_t *shard;             /* tally.c: this thread's shard */
 	void *huge_cache;              /* huge/huge.c: its cache of the arena,
 	                                  else hp_no_cache */
-	bool sample_busy;              /* lifetime/sample.c: inside the sampler */
 } hp_thread_t;
 extern HP_TLS hp_thread_t hp_thread;
 

@@ -11,11 +11,11 @@
 HP_STATIC_ASSERT(offsetof(hp_thread_t, slots) == 0,
     "SLOT_TAKE indexes the credits from the block's start");
 
-char hp_no_cache[HP_NO_CACHE_SIZE] __attribute__((aligned(64)));
+const char hp_no_cache[HP_NO_CACHE_SIZE] __attribute__((aligned(64)));
 
 /* The loader relocates a thread-local object's initial image before it
  * copies it into the first thread's block, and copies the relocated one
  * into every later thread's. */
 __attribute__((used)) HP_TLS hp_thread_t hp_thread = {
-	.huge_cache = hp_no_cache,
+	.huge_cache = HP_NO_CACHE,
 };

@@ -23,6 +23,8 @@ void *hp_route_slot_malloc(size_t size, const uintptr_t *ra);  /* !zero */
  * No frame pointer needed: on the slow path, one instruction. */
 #define HP_CALLER_RA() ((const uintptr_t *)__builtin_dwarf_cfa() - 1)
 void hp_route_free_owned(void *p);
+/* The same, once the huge cache's step did not take p. */
+void hp_route_free_rest(void *p);
 /* malloc_usable_size of an object of any class. */
 size_t hp_route_usable(const void *p);
 /* free() of any object, for the library's own use (the exported free is

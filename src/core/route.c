@@ -30,8 +30,10 @@ void *hp_route_alloc(size_t size, size_t align, bool zero) {
 }
 
 /* Each class's free asserts that the pointer is in its range; the three
- * ranges are disjoint parts of the owned range. */
-static __attribute__((noinline)) void free_owned(void *p) {
+ * ranges are disjoint parts of the owned range. hp_route_free_rest: what
+ * the huge cache's step (free(), hp_route_free_owned) did not take. */
+#define free_owned hp_route_free_rest
+__attribute__((noinline)) void free_owned(void *p) {
 	int saved = errno;
 	hp_assert(hp_maybe_owned(p));
 	if (hp_zone_contains(p))
@@ -189,8 +191,10 @@ static __attribute__((noinline)) void *placed_slow(size_t size, bool zero,
  * sets ENOMEM). */
 static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
 	hp_assert(!hp_sample_busy && hp_ll_size != 0);
-	if (hp_unlikely(size >= hp_threshold))     /* see route_slot */
+	if (hp_unlikely(size >= hp_threshold)) {   /* see route_slot */
+		hp_sample_unskip(size);
 		return hp_route_alloc(size, 0, zero);
+	}
 	int *e = &errno, saved = *e;
 	bool tried;
 	void *p = hp_ll_alloc_fast(size, zero, &tried);
@@ -201,8 +205,10 @@ static __attribute__((noinline)) void *placed_ll(size_t size, bool zero) {
 
 static __attribute__((noinline)) void *placed_huge(size_t size, bool zero) {
 	hp_assert(!hp_sample_busy && hp_ll_size == 0);
-	if (hp_unlikely(size >= hp_threshold))     /* see route_slot */
+	if (hp_unlikely(size >= hp_threshold)) {   /* see route_slot */
+		hp_sample_unskip(size);
 		return hp_route_alloc(size, 0, zero);
+	}
 	int *e = &errno, saved = *e;
 	hp_sample_busy_set(true);     /* see place_promoted */
 	void *p = hp_huge_small(size, zero);
@@ -221,10 +227,10 @@ static __attribute__((noinline)) void *slot_slow(size_t size,
 	return p;
 }
 
-/* A promoted site's object, on a thread that has noted the site
- * (hp_ra_note, which took the thread's shard): the huge class's from
- * this thread's cache of the huge arena (the thread has none in its
- * block while a long-lived class serves promoted sites: hp_huge_init),
+/* A promoted site's object: the huge class's from this thread's cache of
+ * the huge arena (a thread that has one has its shard: hp_huge_small; it
+ * names the empty one while a long-lived class serves promoted sites:
+ * hp_huge_promoted_elsewhere),
  * else the long-lived class's, else through the huge arena. In line in
  * the slot path, which keeps no frame. A request of the huge class
  * (route_slot does not test) is too large for the cache, and placed_ll
@@ -270,9 +276,9 @@ static inline __attribute__((always_inline)) void *route_slot(size_t size,
 	/* A site this thread found placed, its key unchanged since, the
 	 * thread not busy (hp_ra_hit sees that too). A note means start-up
 	 * is done; a request of the huge class is not tested for here but
-	 * where placed() sends it: as slot_alloc would, the credit ends at 0
-	 * (the slot is pinned, and this thread held none there), and only
-	 * the sampler's budget counts its bytes. */
+	 * where placed() sends it, which gives the sampler its bytes back:
+	 * as slot_alloc would, the credit ends at 0 (the slot is pinned, and
+	 * this thread held none there), and the budget is as it was. */
 	if (hp_likely(hp_ra_hit(ret))) {
 		if (hp_likely(hp_sample_skip(size))) {
 			hp_slot_settle(i);

@@ -420,7 +420,7 @@ void hp_huge_promoted_elsewhere(void) {
 
 static void *fast_cache(unsigned id) {
 	void *tc = promoted_here ? hp_je_tc_of(id) : NULL;
-	return tc != NULL ? tc : hp_no_cache;
+	return tc != NULL ? tc : HP_NO_CACHE;
 }
 /* In a fork child, the forking thread's cache, set aside so that its
  * first promoted allocation misses the fast path and restarts the
@@ -429,11 +429,32 @@ static HP_TLS unsigned tcache_parked;
 static pthread_key_t tcache_key;
 static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
 
+/* The ids of the library's caches (jemalloc's are below 4096): the
+ * program's mallctl may not flush or destroy one (api/jeapi.c), which
+ * would free a cache that a thread's block still names. */
+#define CACHE_IDS 4096
+static uint64_t ours[CACHE_IDS / 64];
+
+static void mark(unsigned id, bool on) {
+	hp_assert(id < CACHE_IDS);
+	uint64_t bit = (uint64_t)1 << (id % 64);
+	if (on)
+		__atomic_fetch_or(&ours[id / 64], bit, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&ours[id / 64], ~bit, __ATOMIC_RELEASE);
+}
+
+bool hp_huge_cache_is_ours(unsigned id) {
+	return id < CACHE_IDS && (__atomic_load_n(&ours[id / 64],
+	    __ATOMIC_ACQUIRE) & (uint64_t)1 << (id % 64)) != 0;
+}
+
 static void tcache_destroy(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg - 1;
-	tcache = hp_no_cache;
+	tcache = HP_NO_CACHE;
 	tcache_id = 0;
 	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
+	mark(id, false);
 }
 
 static void tcache_key_init(void) {
@@ -442,7 +463,7 @@ static void tcache_key_init(void) {
 
 static void tcache_atfork_child(void) {
 	tcache_parked = tcache_id;
-	tcache = hp_no_cache;
+	tcache = HP_NO_CACHE;
 	tcache_id = 0;
 }
 
@@ -458,9 +479,14 @@ void *hp_huge_small(size_t size, bool zero) {
 		unsigned id;
 		size_t sz = sizeof id;
 		pthread_once(&tcache_once, tcache_key_init);
-		if (hp_je_mallctl("tcache.create", &id, &sz, NULL, 0) != 0)
+		if (hp_je_mallctl("tcache.create", &id, &sz, NULL, 0) != 0 ||
+		    id >= CACHE_IDS)
 			return NULL;
+		mark(id, true);
 		tcache_id = id + 1;
+		/* The placed path counts what this cache serves on the
+		 * thread's shard without a test: taken now. */
+		(void)hp_shard();
 		tcache = fast_cache(id);
 		pthread_setspecific(tcache_key, (void *)(uintptr_t)tcache_id);
 	}
@@ -478,14 +504,14 @@ inline __attribute__((always_inline)) bool hp_huge_small_try(size_t size, void *
 	hp_assert(tcache != NULL);
 	if (!hp_je_tc_try_malloc(tcache, size, cache_max, out))
 		return false;
-	hp_assert(tcache != hp_no_cache && hp_huge_small_home(*out));
+	hp_assert(tcache != HP_NO_CACHE && hp_huge_small_home(*out));
 	return true;
 }
 
 inline __attribute__((always_inline)) bool hp_huge_free_try(void *p) {
 	hp_assert(tcache != NULL && hp_region_contains(p));
 	bool done = hp_je_tc_try_free(tcache, p);
-	hp_assert(!done || tcache != hp_no_cache);
+	hp_assert(!done || tcache != HP_NO_CACHE);
 	return done;
 }
 

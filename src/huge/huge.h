@@ -94,6 +94,8 @@ bool hp_huge_free_try(void *p);
  * small objects (what that class could not take) then take the general
  * paths, and hp_huge_small_try and hp_huge_free_try always say false. */
 void hp_huge_promoted_elsewhere(void);
+/* Whether explicit cache id is one of the library's. */
+bool hp_huge_cache_is_ours(unsigned id);
 /* Called once when the threads start (the huge class's first allocation,
  * or a program's second thread: core/route.c): start-up (core/init.c)
  * sets it to start the maintenance thread. */

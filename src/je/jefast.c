@@ -18,8 +18,8 @@
  *
  * The thread's state is read as jetsd.h reads it, one %fs-relative
  * operand a field. Built against jemalloc's internal headers
- * (scripts/jemalloc-headers), as jetc.c; includes none of the library's
- * headers.
+ * (scripts/jemalloc-headers), as jetc.c; of the library's headers it
+ * includes je/jetsd.h alone, which names nothing jemalloc names.
  */
 #include <jemalloc/internal/jemalloc_preamble.h>
 #include <jemalloc/internal/jemalloc_internal_includes.h>

@@ -42,9 +42,9 @@ HP_HIDDEN bool hp_je_tc_try_malloc(void *tc, size_t size, size_t max,
     void **out);
 HP_HIDDEN bool hp_je_tc_try_free(void *tc, void *p);
 
-/* An all-zero cache (base.h's hp_no_cache) is empty and full to the two
- * paths below: each bin's head and marks read 0, and neither reads
- * through the head before comparing its low bits with the marks. */
+/* An all-zero cache (base/nocache.h's hp_no_cache) is empty and full to
+ * the two paths below: each bin's head and marks read 0, and neither
+ * reads through the head before comparing its low bits with the marks. */
 _Static_assert(sizeof(tcache_t) <= HP_NO_CACHE_SIZE, "hp_no_cache is "
     "smaller than a jemalloc thread cache");
 _Static_assert(HP_CACHE_MAX == SC_LOOKUP_MAXCLASS, "HP_CACHE_MAX is not "

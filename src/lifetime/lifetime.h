@@ -175,8 +175,8 @@ static inline uint64_t hp_key_gen_now(void) {
 	return __atomic_load_n(&hp_key_gen, __ATOMIC_ACQUIRE);
 }
 /* While the thread is busy (hp_sample_busy), the generation's top bit is
- * set too (hp_sample_busy_set), so that hp_ra_hit fails then without a
- * test of its own. */
+ * set: that is the flag (hp_sample_busy_set), and hp_ra_hit fails then
+ * without a test of its own. */
 #define HP_RA_BUSY ((uint64_t)1 << 63)
 static inline bool hp_ra_hit(uintptr_t ret) {
 	return hp_ra[ret % HP_RA_WAYS] == ret && hp_key_gen_now() == hp_ra_gen;
@@ -199,28 +199,31 @@ void hp_sample_unskip(size_t size);
 static inline bool hp_sample_skip(size_t size) {
 	/* Without sampling, the budget stays at INT64_MAX (hp_sample_take).
 	 * Taken in place, and given back out of line when it runs out: one
-	 * subtraction from memory and its branch on the promoted path. */
-	if (hp_likely((hp_thread.budget -= (int64_t)size) >= 0))
+	 * subtraction from memory and its branch on the promoted path. In
+	 * unsigned arithmetic, so that any size wraps instead of overflowing:
+	 * a size over INT64_MAX either runs the budget out or is given back
+	 * where the huge class takes it (route.c's placed_huge, placed_ll). */
+	if (hp_likely((int64_t)(hp_thread.budget_bits -= size) >= 0))
 		return true;
 	hp_sample_unskip(size);
 	return false;
 }
 /* This thread is inside the sampler, or placing a promoted object: its
- * nested allocations are neither sampled nor placed. */
-#define hp_sample_busy (hp_thread.sample_busy)
-/* Sets it, the notes' HP_RA_BUSY bit first and cleared last, so that a
- * signal handler's allocation in between sees the thread busy, or not,
- * by either test. */
+ * nested allocations are neither sampled nor placed. One bit, the top bit
+ * of the notes' generation (HP_RA_BUSY), so that hp_ra_hit fails while it
+ * is set without a test of its own, and a signal handler's allocation
+ * sees one state, whenever it comes. A handler never finds it set and
+ * sets it (its allocations, busy, are neither sampled nor placed), and
+ * clears what it set before it returns; one that notes a site between
+ * the load and the store of a set or clear here has its note's
+ * generation overwritten by the older one, which only makes the notes
+ * stale. */
+#define hp_sample_busy ((hp_ra_gen & HP_RA_BUSY) != 0)
 static inline void hp_sample_busy_set(bool on) {
-	if (on) {
+	if (on)
 		hp_ra_gen |= HP_RA_BUSY;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		hp_sample_busy = true;
-	} else {
-		hp_sample_busy = false;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
 		hp_ra_gen &= ~HP_RA_BUSY;
-	}
 }
 void hp_sample_free(void *p);
 static inline bool hp_zone_contains(const void *p) {

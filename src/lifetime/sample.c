@@ -116,7 +116,7 @@ static void unpaced(void) {
 		    bucket_ns + token_ns : HP_BUCKET_NS;
 }
 
-/* hp_sample_busy (lifetime.h) is hp_thread.sample_busy. */
+/* hp_sample_busy (lifetime.h) is the top bit of hp_thread.ra_gen. */
 
 static int64_t next_interval(void) {
 	hp_assert(mean_interval > 0);
@@ -430,10 +430,12 @@ static __attribute__((noinline)) void *sample_due(size_t size, uintptr_t ret,
 	return p;
 }
 
-/* hp_sample_skip took size, and the budget ran out: it is given back
- * (the caller then takes the slot's slow path, which counts it again). */
+/* hp_sample_skip took size, and the budget ran out, or the request is
+ * the huge class's, which the sampler does not count: it is given back
+ * (the caller then takes the slot's slow path, which counts it again, or
+ * the huge class). */
 __attribute__((noinline, cold)) void hp_sample_unskip(size_t size) {
-	budget += (int64_t)size;
+	hp_thread.budget_bits += size;
 }
 
 void *hp_sample_take(size_t size, uintptr_t ret, bool zero, uint64_t used) {

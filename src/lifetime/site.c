@@ -168,8 +168,6 @@ void hp_ra_note(uintptr_t ret) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		hp_ra_gen = gen;
 	}
-	/* The placed path counts on the thread's shard without a test. */
-	(void)hp_shard();
 	uintptr_t *e = &hp_ra[ret % HP_RA_WAYS];
 	*e = ret;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);

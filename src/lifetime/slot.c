@@ -23,8 +23,8 @@
 
 /* The credits are hp_thread.slots (base.h's thread block, which
  * SLOT_TAKE's asm names): hp_slots. */
-/* Slots this thread has credited (the rest hold 0). */
-static HP_TLS uint64_t credited[HP_SLOTS / 64];
+/* Slots this thread has credited (the rest hold 0): in its block. */
+#define credited (hp_thread.credited)
 /* Promoted keys per slot, from site.c; written under the site lock. */
 static uint16_t slot_keys[HP_SLOTS];
 static uint64_t credit;          /* per slot, set once at start-up */

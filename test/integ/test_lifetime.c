@@ -419,6 +419,9 @@ Test(lifetime, promoted_objects_go_back_where_they_came_from) {
 	cr_assert_leq(hp_kv(&r, "thread_deallocated_nodes"), 1.1, "%s", r.out);
 	/* A fork child served from the cache alone starts the threads. */
 	cr_assert_geq(hp_kv(&r, "fork_child_threads"), 2, "%s", r.out);
+	/* The main thread's one cache of the huge arena: the program's
+	 * flush and destroy of it refused. */
+	cr_assert_eq(hp_kv(&r, "caches_refused"), 2, "%s", r.out);
 	hp_run_free(&r);
 }
 

@@ -350,6 +350,31 @@ static int handback(long threads) {
 	ctl("thread.deallocated", &d[2], &sz, NULL, 0);
 	free(own);
 	check_requests();
+	/* The thread's cache of the huge arena is the library's, not the
+	 * program's to flush: mallctl refuses its id (EFAULT; a flush would
+	 * free a cache the thread still takes from: the fork child below
+	 * does), or destroy, which the program tries where its flush was
+	 * refused. The program makes a cache of its own first, so that
+	 * jemalloc's table of them is there; no cache has been destroyed yet,
+	 * so every other id is one never made, and a flush of it does
+	 * nothing (jemalloc's own rule: a destroy of it, or a flush of a
+	 * destroyed one, would corrupt its list of free ids). */
+	unsigned mine;
+	size_t msz = sizeof mine;
+	if (ctl("tcache.create", &mine, &msz, NULL, 0) != 0)
+		return 7;
+	int refused = 0;
+	for (unsigned id = 0; id < 64; id++) {
+		unsigned v = id;
+		if (id != mine && ctl("tcache.flush", NULL, NULL, &v,
+		    sizeof v) == EFAULT)
+			refused += 1 + (ctl("tcache.destroy", NULL, NULL, &v,
+			    sizeof v) == EFAULT);
+	}
+	if (ctl("tcache.flush", NULL, NULL, &mine, sizeof mine) != 0 ||
+	    ctl("tcache.destroy", NULL, NULL, &mine, sizeof mine) != 0)
+		return 8;
+	printf("caches_refused=%d\n", refused);
 	/* A fork child whose promoted objects all come from and go back to
 	 * the thread's cache (one node at a time) still starts the huge
 	 * class's threads, as its first huge-class allocation does: it

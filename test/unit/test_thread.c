@@ -7,11 +7,10 @@
 #include "base/base.h"
 
 static void assert_fresh(const hp_thread_t *t) {
-	cr_assert_eq(t->huge_cache, (void *)hp_no_cache);
+	cr_assert_eq(t->huge_cache, HP_NO_CACHE);
 	cr_assert_null(t->shard);
 	cr_assert_eq(t->budget, 0);
 	cr_assert_eq(t->ra_gen, 0);
-	cr_assert(!t->sample_busy);
 	for (unsigned i = 0; i < HP_SLOTS; i++)
 		cr_assert_eq(t->slots[i], 0, "slot %u", i);
 }
