@@ -22,9 +22,9 @@
  *   forms abort with a message and the nothrow forms return NULL.
  * - delete is free(). The sized forms operator delete(void *, size_t) and
  *   delete[](void *, size_t) (C++14's sized deallocation, which g++ emits
- *   from -std=c++14 on) hand the size to jemalloc's sdallocx where its
- *   fast path takes it (up to 4 KiB, not page-aligned: del_sized()), which
- *   skips free's lookup of the size class in jemalloc's radix tree
+ *   from -std=c++14 on) hand the size to a copy of jemalloc's sdallocx
+ *   fast path (je/jefast.c; up to 4 KiB, not page-aligned), which skips
+ *   free's lookup of the size class in jemalloc's radix tree
  *   (docs/design.md has scripts/bench-cxx's counts). Objects of the
  *   owned range (the huge class, sampled objects) go back as free sends
  *   them. The aligned sized forms are free(): aligned new is rare, and
@@ -206,8 +206,9 @@ static inline __attribute__((always_inline)) void del(void *p) {
  * page-aligned (a page-aligned object may be a profiling sample, whose
  * size class is not its request's); anything else it sends to its slow
  * path, slower than free()'s fast path, which serves every object of a
- * slab (up to 14 KiB), page-aligned or not. Those go to free() here
- * instead; so does NULL (page-aligned), which sdallocx must not see. */
+ * slab (up to 14 KiB), page-aligned or not. hp_je_op_sized_free
+ * (je/jefast.c) sends those to free()'s instead; so does NULL
+ * (page-aligned), which sdallocx must not see. */
 static inline __attribute__((always_inline)) void del_sized(void *p,
     size_t size) {
 #if HP_CXX_OPERATORS == 3               /* unguarded: for scripts/bench-cxx */
@@ -224,10 +225,8 @@ static inline __attribute__((always_inline)) void del_sized(void *p,
 	    hp_je_nallocx(size, 0) == hp_je_malloc_usable_size(p));
 	if (hp_unlikely(hp_maybe_owned(p)))
 		hp_route_free_owned(p);
-	else if (hp_likely(size <= 4096 && ((uintptr_t)p & (HP_PAGE - 1))))
-		hp_je_sdallocx(p, size, 0);
 	else
-		hp_je_op_free(p);
+		hp_je_op_sized_free(p, size);
 #else
 	(void)size;
 	del(p);

@@ -34,6 +34,9 @@ HP_JE_API void *hp_je_fast_malloc(size_t size);
 HP_JE_API void hp_je_fast_free(void *p);
 HP_JE_API void *hp_je_op_malloc(size_t size);
 HP_JE_API void hp_je_op_free(void *p);
+/* sdallocx(p, size, 0) on its fast path, else free's (a size past 4 KiB,
+ * a page-aligned p) or sdallocx's general path. */
+HP_JE_API void hp_je_op_sized_free(void *p, size_t size);
 /* jetc.c: mallocx and dallocx through an explicit cache, on jemalloc's
  * fast paths: false, and nothing done, where those would leave the call
  * to the general path (then mallocx or dallocx itself). tc: the cache of

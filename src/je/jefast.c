@@ -37,6 +37,7 @@ HP_HIDDEN void *hp_je_fast_malloc(size_t size);
 HP_HIDDEN void hp_je_fast_free(void *p);
 HP_HIDDEN void *hp_je_op_malloc(size_t size);
 HP_HIDDEN void hp_je_op_free(void *p);
+HP_HIDDEN void hp_je_op_sized_free(void *p, size_t size);
 
 #define TSD(t, n) HP_TSD(t, n)
 #define BIN(t, ind) (TSD(t, tcache).bins[ind])
@@ -111,6 +112,38 @@ slow:
 	free_default(p);
 }
 
+/* jemalloc's sdallocx fast path (free_fastpath with the size given): the
+ * size class from the size, without the address map's lookup. A size
+ * past the lookup table, or a page-aligned object (which may be a
+ * profiling sample, whose class is not its request's; NULL is one), takes
+ * fast_free instead; what the bin cannot take, sdallocx's general path. */
+void sdallocx_default(void *ptr, size_t size, int flags);
+
+static inline __attribute__((always_inline)) void fast_sized_free(void *p,
+    size_t size) {
+	__seg_fs tsd_t *t = hp_je_tsd();
+	if (unlikely(size > SC_LOOKUP_MAXCLASS ||
+	    ((uintptr_t)p & PAGE_MASK) == 0)) {
+		fast_free(p);
+		return;
+	}
+	uintptr_t ind = sz_size2index_lookup_impl(size);
+	uint64_t after = TSD(t, thread_deallocated) +
+	    sz_index2size_lookup_impl(ind);
+	if (unlikely(after >= TSD(t, thread_deallocated_next_event_fast)))
+		goto slow;
+	cache_bin_t __seg_fs *bin = &BIN(t, ind);
+	void **head = bin->stack_head;
+	if (unlikely((uint16_t)(uintptr_t)head == bin->low_bits_full))
+		goto slow;
+	head[-1] = p;
+	bin->stack_head = head - 1;
+	TSD(t, thread_deallocated) = after;
+	return;
+slow:
+	sdallocx_default(p, size, 0);
+}
+
 /* Each pair has one caller: the exported malloc and free inline theirs
  * (one call each, so link-time optimisation inlines it); C++'s operators,
  * several callers, call the other out of line. no_icf: folded into one,
@@ -129,4 +162,8 @@ __attribute__((no_icf)) void *hp_je_op_malloc(size_t size) {
 
 __attribute__((no_icf)) void hp_je_op_free(void *p) {
 	fast_free(p);
+}
+
+void hp_je_op_sized_free(void *p, size_t size) {
+	fast_sized_free(p, size);
 }
