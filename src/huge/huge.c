@@ -453,8 +453,12 @@ static void tcache_destroy(void *arg) {
 	unsigned id = (unsigned)(uintptr_t)arg - 1;
 	tcache = HP_NO_CACHE;
 	tcache_id = 0;
-	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
+	/* Unmarked first: once destroyed, the id is jemalloc's to hand out
+	 * again, to the program or to another thread of the library, whose
+	 * mark must not be cleared here. A program's flush in between finds
+	 * a cache no thread's block names. */
 	mark(id, false);
+	hp_je_mallctl("tcache.destroy", NULL, NULL, &id, sizeof id);
 }
 
 static void tcache_key_init(void) {

@@ -90,26 +90,33 @@ static inline __attribute__((always_inline)) void *fast_malloc(size_t size) {
 	return alloc_low_water(size, ind, after);
 }
 
-static inline __attribute__((always_inline)) void fast_free(void *p) {
-	__seg_fs tsd_t *t = hp_je_tsd();
-	uintptr_t ind;
-	if (unlikely(!hp_je_slab_ind(t, p, &ind)))
-		goto slow;
+/* The rest of jemalloc's free fast path once p's class is known: its
+ * bytes counted against the thread's event threshold (0 while the thread
+ * is not nominal), and p pushed onto the thread's cache bin
+ * (cache_bin_dalloc_easy: full when the head is at the full mark); false,
+ * and nothing done, when either cannot be. */
+static inline __attribute__((always_inline)) bool dalloc_to_bin(
+    __seg_fs tsd_t *t, void *p, uintptr_t ind) {
 	uint64_t after = TSD(t, thread_deallocated) +
 	    sz_index2size_lookup_impl(ind);
 	if (unlikely(after >= TSD(t, thread_deallocated_next_event_fast)))
-		goto slow;
-	/* cache_bin_dalloc_easy: full when the head is at the full mark. */
+		return false;
 	cache_bin_t __seg_fs *bin = &BIN(t, ind);
 	void **head = bin->stack_head;
 	if (unlikely((uint16_t)(uintptr_t)head == bin->low_bits_full))
-		goto slow;
+		return false;
 	head[-1] = p;
 	bin->stack_head = head - 1;
 	TSD(t, thread_deallocated) = after;
-	return;
-slow:
-	free_default(p);
+	return true;
+}
+
+static inline __attribute__((always_inline)) void fast_free(void *p) {
+	__seg_fs tsd_t *t = hp_je_tsd();
+	uintptr_t ind;
+	if (unlikely(!hp_je_slab_ind(t, p, &ind)) ||
+	    unlikely(!dalloc_to_bin(t, p, ind)))
+		free_default(p);
 }
 
 /* jemalloc's sdallocx fast path (free_fastpath with the size given): the
@@ -123,25 +130,11 @@ static inline __attribute__((always_inline)) void fast_sized_free(void *p,
     size_t size) {
 	__seg_fs tsd_t *t = hp_je_tsd();
 	if (unlikely(size > SC_LOOKUP_MAXCLASS ||
-	    ((uintptr_t)p & PAGE_MASK) == 0)) {
+	    ((uintptr_t)p & PAGE_MASK) == 0))
 		fast_free(p);
-		return;
-	}
-	uintptr_t ind = sz_size2index_lookup_impl(size);
-	uint64_t after = TSD(t, thread_deallocated) +
-	    sz_index2size_lookup_impl(ind);
-	if (unlikely(after >= TSD(t, thread_deallocated_next_event_fast)))
-		goto slow;
-	cache_bin_t __seg_fs *bin = &BIN(t, ind);
-	void **head = bin->stack_head;
-	if (unlikely((uint16_t)(uintptr_t)head == bin->low_bits_full))
-		goto slow;
-	head[-1] = p;
-	bin->stack_head = head - 1;
-	TSD(t, thread_deallocated) = after;
-	return;
-slow:
-	sdallocx_default(p, size, 0);
+	else if (unlikely(!dalloc_to_bin(t, p,
+	    sz_size2index_lookup_impl(size))))
+		sdallocx_default(p, size, 0);
 }
 
 /* Each pair has one caller: the exported malloc and free inline theirs

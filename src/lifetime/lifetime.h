@@ -220,10 +220,14 @@ static inline bool hp_sample_skip(size_t size) {
  * stale. */
 #define hp_sample_busy ((hp_ra_gen & HP_RA_BUSY) != 0)
 static inline void hp_sample_busy_set(bool on) {
-	if (on)
+	/* Compiler barriers: what the busy section does stays inside it. */
+	if (on) {
 		hp_ra_gen |= HP_RA_BUSY;
-	else
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} else {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		hp_ra_gen &= ~HP_RA_BUSY;
+	}
 }
 void hp_sample_free(void *p);
 static inline bool hp_zone_contains(const void *p) {
