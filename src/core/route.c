@@ -32,8 +32,7 @@ void *hp_route_alloc(size_t size, size_t align, bool zero) {
 /* Each class's free asserts that the pointer is in its range; the three
  * ranges are disjoint parts of the owned range. hp_route_free_rest: what
  * the huge cache's step (free(), hp_route_free_owned) did not take. */
-#define free_owned hp_route_free_rest
-__attribute__((noinline)) void free_owned(void *p) {
+__attribute__((noinline)) void hp_route_free_rest(void *p) {
 	int saved = errno;
 	hp_assert(hp_maybe_owned(p));
 	if (hp_zone_contains(p))
@@ -58,7 +57,7 @@ __attribute__((noinline)) void free_owned(void *p) {
 void hp_route_free_owned(void *p) {
 	if (hp_likely(hp_region_holds_owned(p)) && hp_huge_free_try(p))
 		return;
-	free_owned(p);
+	hp_route_free_rest(p);
 }
 
 static void *realloc_slow(void *p, size_t size);
@@ -228,10 +227,10 @@ static __attribute__((noinline)) void *slot_slow(size_t size,
 }
 
 /* A promoted site's object: the huge class's from this thread's cache of
- * the huge arena (a thread that has one has its shard: hp_huge_small; it
- * names the empty one while a long-lived class serves promoted sites:
- * hp_huge_promoted_elsewhere),
- * else the long-lived class's, else through the huge arena. In line in
+ * the huge arena (a thread that has one has its shard: hp_huge_small;
+ * the cache takes nothing while a long-lived class serves promoted sites:
+ * hp_huge_promoted_elsewhere), else the long-lived class's, else
+ * through the huge arena. In line in
  * the slot path, which keeps no frame. A request of the huge class
  * (route_slot does not test) is too large for the cache, and placed_ll
  * and placed_huge send it there. */

@@ -401,25 +401,22 @@ bool hp_huge_small_home(const void *p) {
  * caches by time: a cache holds what its bins hold until it is full. */
 static HP_TLS unsigned tcache_id;      /* id + 1; 0: none yet */
 /* The cache itself (hp_je_tc_of), for the fast paths; hp_no_cache, whose
- * bins are all empty and full, while the thread has none, and always
- * while a long-lived class serves promoted sites (hp_huge_promoted_
- * elsewhere: route.c's placed path then asks that class, without a test
- * of its own). In the thread block, beside the rest of the promoted
- * path's state. */
+ * bins are all empty and full, while the thread has none. In the thread
+ * block, beside the rest of the promoted path's state. */
 #define tcache (hp_thread.huge_cache)
-static bool promoted_here = true;
 /* The largest request hp_huge_small_try takes from it: 0 while a
- * long-lived class serves promoted sites, so that the placed path goes
- * on to that class after one compare. */
+ * long-lived class serves promoted sites (its objects are the huge
+ * class's own, what that class could not take, through hp_huge_small),
+ * so that route.c's placed path goes on to that class after one compare,
+ * without a test of its own. */
 static size_t cache_max = HP_CACHE_MAX;
 
 void hp_huge_promoted_elsewhere(void) {
-	promoted_here = false;
 	cache_max = 0;
 }
 
 static void *fast_cache(unsigned id) {
-	void *tc = promoted_here ? hp_je_tc_of(id) : NULL;
+	void *tc = hp_je_tc_of(id);
 	return tc != NULL ? tc : HP_NO_CACHE;
 }
 /* In a fork child, the forking thread's cache, set aside so that its
@@ -504,7 +501,8 @@ void *hp_huge_small(size_t size, bool zero) {
  * fast paths (je/jetc.c): no lock, no system call, errno untouched. A
  * thread has a cache once hp_huge_small has run on it, and so once the
  * arena is made. */
-inline __attribute__((always_inline)) bool hp_huge_small_try(size_t size, void **out) {
+inline __attribute__((always_inline)) bool hp_huge_small_try(size_t size,
+    void **out) {
 	hp_assert(tcache != NULL);
 	if (!hp_je_tc_try_malloc(tcache, size, cache_max, out))
 		return false;

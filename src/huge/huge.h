@@ -91,8 +91,8 @@ bool hp_huge_small_home(const void *p);
 bool hp_huge_small_try(size_t size, void **out);
 bool hp_huge_free_try(void *p);
 /* Start-up: a long-lived class serves promoted sites; the huge class's
- * small objects (what that class could not take) then take the general
- * paths, and hp_huge_small_try and hp_huge_free_try always say false. */
+ * small objects (what that class could not take) then come from the
+ * general path, and hp_huge_small_try always says false. */
 void hp_huge_promoted_elsewhere(void);
 /* Whether explicit cache id is one of the library's. */
 bool hp_huge_cache_is_ours(unsigned id);

@@ -90,25 +90,11 @@ static inline __attribute__((always_inline)) void *fast_malloc(size_t size) {
 	return alloc_low_water(size, ind, after);
 }
 
-/* The rest of jemalloc's free fast path once p's class is known: its
- * bytes counted against the thread's event threshold (0 while the thread
- * is not nominal), and p pushed onto the thread's cache bin
- * (cache_bin_dalloc_easy: full when the head is at the full mark); false,
- * and nothing done, when either cannot be. */
+/* p, of class ind, onto the thread's own cache bin (jetsd.h). */
 static inline __attribute__((always_inline)) bool dalloc_to_bin(
     __seg_fs tsd_t *t, void *p, uintptr_t ind) {
-	uint64_t after = TSD(t, thread_deallocated) +
-	    sz_index2size_lookup_impl(ind);
-	if (unlikely(after >= TSD(t, thread_deallocated_next_event_fast)))
-		return false;
 	cache_bin_t __seg_fs *bin = &BIN(t, ind);
-	void **head = bin->stack_head;
-	if (unlikely((uint16_t)(uintptr_t)head == bin->low_bits_full))
-		return false;
-	head[-1] = p;
-	bin->stack_head = head - 1;
-	TSD(t, thread_deallocated) = after;
-	return true;
+	return HP_JE_DALLOC(t, bin, p, ind);
 }
 
 static inline __attribute__((always_inline)) void fast_free(void *p) {

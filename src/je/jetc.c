@@ -62,9 +62,10 @@ void *hp_je_tc_of(unsigned tc) {
  * object and it can be taken as jemalloc's malloc fast path takes one
  * from the thread's own cache: into *out, and true; false, and nothing
  * done, when not: then mallocx itself. tc is not NULL (hp_no_cache
- * for none); a request over max (at most HP_CACHE_MAX) is left alone. The bin's objects came from
- * arena a, or for the huge arena's caches from the holes jefill.c found
- * in the small class (jemalloc frees each to its own arena). */
+ * for none); a request over max (at most HP_CACHE_MAX) is left alone.
+ * The bin's objects came from arena a, or for the huge arena's caches
+ * from the holes jefill.c found in the small class (jemalloc frees each
+ * to its own arena). */
 inline __attribute__((always_inline)) bool hp_je_tc_try_malloc(void *tc,
     size_t size, size_t max, void **out) {
 	__seg_fs tsd_t *t = hp_je_tsd();
@@ -97,21 +98,12 @@ inline __attribute__((always_inline)) bool hp_je_tc_try_malloc(void *tc,
  * slab's object and tc's bin of its class has room, done as jemalloc's
  * free fast path does it into the thread's own cache; false, and
  * nothing done, when not. */
-inline __attribute__((always_inline)) bool hp_je_tc_try_free(void *tc, void *p) {
+inline __attribute__((always_inline)) bool hp_je_tc_try_free(void *tc,
+    void *p) {
 	__seg_fs tsd_t *t = hp_je_tsd();
 	uintptr_t ind;
 	if (unlikely(!hp_je_slab_ind(t, p, &ind)))
 		return false;
-	uint64_t after = HP_TSD(t, thread_deallocated) +
-	    sz_index2size_lookup_impl(ind);
-	if (unlikely(after >= HP_TSD(t, thread_deallocated_next_event_fast)))
-		return false;
 	cache_bin_t *bin = &((tcache_t *)tc)->bins[ind];
-	void **head = bin->stack_head;
-	if (unlikely((uint16_t)(uintptr_t)head == bin->low_bits_full))
-		return false;
-	head[-1] = p;
-	bin->stack_head = head - 1;
-	HP_TSD(t, thread_deallocated) = after;
-	return true;
+	return HP_JE_DALLOC(t, bin, p, ind);
 }

@@ -54,4 +54,26 @@ static inline __attribute__((always_inline)) bool hp_je_slab_ind(
 	return true;
 }
 
+/* The rest of jemalloc's free fast path once p's class ind is known, on
+ * a cache bin of either kind (the thread's own through %fs, jefast.c; an
+ * explicit cache's through a pointer, jetc.c: hence a macro): its bytes
+ * counted against the thread's event threshold (0 while the thread is
+ * not nominal), and p pushed onto the bin (cache_bin_dalloc_easy: full
+ * when the head is at the full mark). False, and nothing done, when
+ * either cannot be. */
+#define HP_JE_DALLOC(t, bin, p, ind) __extension__ ({ \
+	uint64_t after_ = HP_TSD(t, thread_deallocated) + \
+	    sz_index2size_lookup_impl(ind); \
+	void **head_ = (bin)->stack_head; \
+	bool ok_ = likely(after_ < \
+	    HP_TSD(t, thread_deallocated_next_event_fast)) && \
+	    likely((uint16_t)(uintptr_t)head_ != (bin)->low_bits_full); \
+	if (ok_) { \
+		head_[-1] = (p); \
+		(bin)->stack_head = head_ - 1; \
+		HP_TSD(t, thread_deallocated) = after_; \
+	} \
+	ok_; \
+})
+
 #endif

@@ -149,7 +149,7 @@ size_t hp_key_probe(uintptr_t key, size_t i) {
 uint64_t hp_key_gen = 1;
 
 void hp_ra_note(uintptr_t ret) {
-	hp_assert(!hp_sample_busy && !(hp_ra_gen & HP_RA_BUSY));
+	hp_assert(!hp_sample_busy);
 	/* The generation first: a change after it makes the note stale. */
 	uint64_t gen = hp_key_gen_now();
 	/* The slot's first wrapper: its callers decide, without a probe. */
